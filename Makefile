@@ -1,0 +1,35 @@
+# The two commands of the README: `make up` and `make test`. Both create .venv on first use.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 8080
+DATA_DIR ?= .toolproxy
+
+.PHONY: up test install install-dev bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --upgrade --quiet pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(VENV)/.installed $@
+
+install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
+
+up: install
+	$(BIN)/toolproxy up --port $(PORT) --data-dir $(DATA_DIR)
+
+test: install-dev
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: install-dev
+	$(BIN)/python bench/pipeline.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,1 @@
+"""The policy decision point: policy input, engines, grants and decisions."""

@@ -1,0 +1,70 @@
+"""The embedded engine: regopy (rego-cpp) evaluating a compiled bundle entrypoint in-process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from regopy import Interpreter, RegoError
+
+from pdp.errors import EngineError, PolicyInvalid
+from pdp.policy_set import ENTRYPOINT, PolicySet
+
+
+def compile_bundle(policies: PolicySet, entrypoints: list[str] | None = None) -> Any:
+    """Compile modules into a bundle; raises PolicyInvalid with the engine's own message."""
+    builder = Interpreter()
+    try:
+        for name, source in policies.modules.items():
+            builder.add_module(name, source)
+        bundle = builder.build(None, entrypoints or [ENTRYPOINT])
+    except RegoError as exc:
+        raise PolicyInvalid(str(exc)) from exc
+    if not bundle.ok():
+        raise PolicyInvalid("the policy bundle did not build")
+    return bundle
+
+
+class EmbeddedEngine:
+    """One interpreter on the event loop's thread; the bundle is rebuilt only on policy change."""
+
+    name = "embedded"
+
+    def __init__(self) -> None:
+        self._bundle: Any = None
+        self._revision = ""
+        self._rego = Interpreter()
+
+    @property
+    def revision(self) -> str:
+        return self._revision
+
+    async def load(self, policies: PolicySet) -> str:
+        bundle = compile_bundle(policies)
+        self._bundle, self._revision = bundle, policies.revision
+        return self._revision
+
+    async def evaluate(self, input_doc: dict[str, Any]) -> Any:
+        return self.evaluate_sync(input_doc)
+
+    def evaluate_sync(self, input_doc: dict[str, Any]) -> Any:
+        if self._bundle is None:
+            raise EngineError("no policy loaded")
+        try:
+            self._rego.set_input_term(orjson.dumps(input_doc).decode())
+            out = self._rego.query_bundle_entrypoint(self._bundle, ENTRYPOINT)
+        except RegoError as exc:
+            raise EngineError(f"evaluation failed: {exc}") from exc
+        if not out.ok():
+            raise EngineError(f"evaluation failed: {out}")
+        try:
+            result = orjson.loads(str(out))
+        except orjson.JSONDecodeError as exc:
+            raise EngineError("unreadable engine output") from exc
+        expressions = result.get("expressions") if isinstance(result, dict) else None
+        if not expressions:
+            return None  # undefined
+        return expressions[0]
+
+    async def close(self) -> None:
+        self._bundle = None

@@ -1,0 +1,211 @@
+"""Capability grants in Postgres, cached per replica and refreshed by LISTEN/NOTIFY."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+import structlog
+
+log = structlog.get_logger("toolproxy.grants")
+
+CHANNEL = "toolproxy_grants"
+CAPABILITY_RE = re.compile(r"tool\.[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*\.invoke", re.ASCII)
+
+
+def is_valid_capability(value: str) -> bool:
+    return len(value) <= 80 and CAPABILITY_RE.fullmatch(value) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    grant_id: str
+    team_id: str
+    agent_id: str | None
+    capability: str
+    created_by: str
+    created_at: datetime
+    expires_at: datetime | None
+
+    def active(self, now: float) -> bool:
+        return self.expires_at is None or self.expires_at.timestamp() > now
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "grant_id": self.grant_id,
+            "team_id": self.team_id,
+            "agent_id": self.agent_id,
+            "capability": self.capability,
+            "created_by": self.created_by,
+            "created_at": self.created_at.isoformat(),
+            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+        }
+
+
+def _row(r: asyncpg.Record) -> Grant:
+    return Grant(
+        grant_id=str(r["grant_id"]),
+        team_id=r["team_id"],
+        agent_id=r["agent_id"],
+        capability=r["capability"],
+        created_by=r["created_by"],
+        created_at=r["created_at"],
+        expires_at=r["expires_at"],
+    )
+
+
+_COLUMNS = "grant_id, team_id, agent_id, capability, created_by, created_at, expires_at"
+
+
+class GrantRepository:
+    """Writes and reads grants; every write fires the NOTIFY that refreshes every replica."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self._pool = pool
+
+    async def add(
+        self,
+        *,
+        team_id: str,
+        agent_id: str | None,
+        capability: str,
+        created_by: str,
+        expires_at: datetime | None = None,
+    ) -> Grant:
+        row = await self._pool.fetchrow(
+            f"""INSERT INTO grants (grant_id, team_id, agent_id, capability, created_by, expires_at)
+                VALUES ($1, $2, $3, $4, $5, $6)
+                ON CONFLICT ON CONSTRAINT grants_unique
+                DO UPDATE SET expires_at = EXCLUDED.expires_at, created_by = EXCLUDED.created_by
+                RETURNING {_COLUMNS}""",
+            uuid.uuid4(), team_id, agent_id, capability, created_by, expires_at,
+        )
+        return _row(row)
+
+    async def list(self, team_id: str | None = None) -> list[Grant]:
+        if team_id is None:
+            rows = await self._pool.fetch(f"SELECT {_COLUMNS} FROM grants ORDER BY created_at")
+        else:
+            rows = await self._pool.fetch(
+                f"SELECT {_COLUMNS} FROM grants WHERE team_id = $1 ORDER BY created_at", team_id
+            )
+        return [_row(r) for r in rows]
+
+    async def revoke(
+        self, *, team_id: str, agent_id: str | None, capability: str
+    ) -> Grant | None:
+        row = await self._pool.fetchrow(
+            f"""DELETE FROM grants
+                WHERE team_id = $1 AND agent_id IS NOT DISTINCT FROM $2 AND capability = $3
+                RETURNING {_COLUMNS}""",
+            team_id, agent_id, capability,
+        )
+        return _row(row) if row else None
+
+    async def revoke_id(self, grant_id: str, *, team_id: str | None) -> Grant | None:
+        row = await self._pool.fetchrow(
+            f"""DELETE FROM grants WHERE grant_id = $1 AND ($2::text IS NULL OR team_id = $2)
+                RETURNING {_COLUMNS}""",
+            uuid.UUID(grant_id), team_id,
+        )
+        return _row(row) if row else None
+
+
+class GrantCache:
+    """All grants in memory; a NOTIFY reloads the team it names, a lost listener reloads all.
+
+    `ready` is False until the first full load: the PDP fails closed until then.
+    """
+
+    def __init__(self, pool: asyncpg.Pool, dsn: str, *, full_reload_s: float = 30.0) -> None:
+        self._pool = pool
+        self._dsn = dsn
+        self._full_reload_s = full_reload_s
+        self._by_team: dict[str, list[Grant]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._listener: asyncpg.Connection | None = None
+        self.ready = False
+        self.version = 0  # bumps on every change: lets callers cache derived data safely
+        self._changed = asyncio.Event()
+
+    async def start(self) -> None:
+        await self._connect_listener()
+        await self.reload_all()
+        self._task = asyncio.create_task(self._maintain(), name="grant-cache")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._listener is not None and not self._listener.is_closed():
+            await self._listener.close()
+
+    def capabilities(self, team_id: str, agent_id: str) -> list[str]:
+        now = time.time()
+        return [
+            g.capability
+            for g in self._by_team.get(team_id, ())
+            if (g.agent_id is None or g.agent_id == agent_id) and g.active(now)
+        ]
+
+    async def reload_all(self) -> None:
+        rows = await self._pool.fetch(f"SELECT {_COLUMNS} FROM grants")
+        by_team: dict[str, list[Grant]] = {}
+        for r in rows:
+            g = _row(r)
+            by_team.setdefault(g.team_id, []).append(g)
+        self._by_team = by_team
+        self.ready = True
+        self.version += 1
+
+    async def reload_team(self, team_id: str) -> None:
+        rows = await self._pool.fetch(f"SELECT {_COLUMNS} FROM grants WHERE team_id = $1", team_id)
+        grants = [_row(r) for r in rows]
+        if grants:
+            self._by_team[team_id] = grants
+        else:
+            self._by_team.pop(team_id, None)
+        self.version += 1
+
+    async def _connect_listener(self) -> None:
+        conn = await asyncpg.connect(self._dsn)
+        await conn.add_listener(CHANNEL, self._on_notify)
+        conn.add_termination_listener(self._on_lost)
+        self._listener = conn
+
+    def _on_notify(self, conn: object, pid: int, channel: str, team_id: str) -> None:
+        asyncio.get_running_loop().create_task(self._reload_team_logged(team_id))
+
+    async def _reload_team_logged(self, team_id: str) -> None:
+        try:
+            await self.reload_team(team_id)
+        except Exception as exc:
+            log.warning("grant_reload_failed", team_id=team_id, error=str(exc))
+            self._changed.set()  # the maintenance loop reloads everything
+
+    def _on_lost(self, conn: object) -> None:
+        self._listener = None
+        self._changed.set()
+
+    async def _maintain(self) -> None:
+        """Reconnect a lost listener (reloading everything: notifications may have been missed)
+        and reload periodically as a safety net."""
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), self._full_reload_s)
+            self._changed.clear()
+            try:
+                if self._listener is None or self._listener.is_closed():
+                    await self._connect_listener()
+                await self.reload_all()
+            except Exception as exc:
+                log.warning("grant_cache_refresh_failed", error=str(exc))
+                await asyncio.sleep(1.0)
+                self._changed.set()

@@ -1,0 +1,48 @@
+"""The policy input document, built in one pure function (its exact JSON is pinned by a test)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+INPUT_VERSION = 1
+
+Phase = Literal["list", "call"]
+
+
+def build_input(
+    *,
+    agent_id: str,
+    team_id: str,
+    roles: Iterable[str],
+    tool: Mapping[str, Any],
+    args: Mapping[str, Any] | None,
+    context: Mapping[str, Any],
+    grants: Iterable[str],
+    phase: Phase,
+) -> dict[str, Any]:
+    """Only chosen fields: never whole headers, tokens or anything the policy should not see."""
+    name = tool["tool_id"]
+    return {
+        "version": INPUT_VERSION,
+        "subject": {"agent_id": agent_id, "team_id": team_id, "roles": sorted(roles)},
+        "action": f"tool.{name}.invoke",
+        "tool": {
+            "tool_id": name,
+            "version": tool.get("version"),
+            "category": tool["category"],
+            "action": tool["action"],
+            "risk": tool.get("risk"),
+            "network": tool.get("network", False),
+            "requires_approval": tool.get("requires_approval", False),
+            "timeout_ms": tool.get("timeout_ms"),
+        },
+        "args": dict(args) if args is not None else {},
+        "context": {
+            "team_id": context.get("team_id"),
+            "agent_run_id": context.get("agent_run_id"),
+            "confidential": bool(context.get("confidential", False)),
+        },
+        "grants": sorted(set(grants)),
+        "phase": phase,
+    }

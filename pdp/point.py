@@ -1,0 +1,86 @@
+"""The decision point: input in, typed decision out; every failure is a denial (fail closed)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import structlog
+
+from pdp.decision import Decision, parse_decision
+from pdp.engine import Engine
+from pdp.errors import PdpError
+from pdp.grants import GrantCache
+from pdp.input import Phase, build_input
+from pdp.policy_set import PolicySet
+
+log = structlog.get_logger("toolproxy.pdp")
+
+
+class PolicyDecisionPoint:
+    def __init__(self, engine: Engine, grants: GrantCache, *, budget_s: float = 0.05) -> None:
+        self.engine = engine
+        self.grants = grants
+        self.budget_s = budget_s
+
+    @property
+    def revision(self) -> str:
+        return self.engine.revision
+
+    @property
+    def ready(self) -> bool:
+        return bool(self.engine.revision) and self.grants.ready
+
+    async def load(self, policies: PolicySet) -> str:
+        return await self.engine.load(policies)
+
+    async def decide(
+        self,
+        *,
+        decision_id: str,
+        agent_id: str,
+        team_id: str,
+        roles: Iterable[str],
+        tool: Mapping[str, Any],
+        args: Mapping[str, Any] | None,
+        context: Mapping[str, Any],
+        phase: Phase,
+    ) -> tuple[Decision, float, dict[str, Any] | None]:
+        """Returns (decision, seconds spent, the input document evaluated)."""
+        started = time.perf_counter()
+        revision = self.engine.revision
+        doc: dict[str, Any] | None = None
+        try:
+            if not self.grants.ready:
+                raise PdpError("grants are not loaded yet")
+            doc = build_input(
+                agent_id=agent_id,
+                team_id=team_id,
+                roles=roles,
+                tool=tool,
+                args=args,
+                context=context,
+                grants=self.grants.capabilities(team_id, agent_id),
+                phase=phase,
+            )
+            raw = await asyncio.wait_for(self.engine.evaluate(doc), self.budget_s)
+            decision = parse_decision(
+                raw, decision_id=decision_id, engine=self.engine.name, revision=revision
+            )
+        except PdpError as exc:
+            decision = self._closed(exc.code, str(exc), decision_id, revision)
+        except asyncio.TimeoutError:
+            decision = self._closed("pdp_unavailable", "pdp_timeout", decision_id, revision)
+        except Exception as exc:  # anything unexpected is still a denial
+            log.exception("pdp_unexpected_error")
+            decision = self._closed("pdp_unavailable", type(exc).__name__, decision_id, revision)
+        return decision, time.perf_counter() - started, doc
+
+    def _closed(self, code: str, why: str, decision_id: str, revision: str) -> Decision:
+        log.warning("pdp_failed_closed", code=code, error=why)
+        reason = "pdp_timeout" if why == "pdp_timeout" else code
+        return Decision.failed_closed(
+            code, reason, decision_id=decision_id, engine=self.engine.name, revision=revision
+        )

@@ -1,0 +1,1 @@
+"""The Toolproxy gateway: the policy enforcement point between agents and internal tools."""

@@ -1,0 +1,37 @@
+"""Typed keys for the resources the app owns (created in cleanup contexts, reached by handlers)."""
+
+from __future__ import annotations
+
+import asyncpg
+from aiohttp import web
+from nats.aio.client import Client as NATS
+
+from pdp.grants import GrantCache, GrantRepository
+from pdp.point import PolicyDecisionPoint
+from proxy.catalog import Catalog
+from proxy.config import Settings
+from proxy.identity import Identity
+from proxy.metrics import Metrics
+from proxy.pipeline import Pipeline
+from proxy.tokens import TokenVerifier
+from proxy.usage import UsageRecorder
+
+SETTINGS = web.AppKey("settings", Settings)
+METRICS = web.AppKey("metrics", Metrics)
+VERIFIER = web.AppKey("verifier", TokenVerifier)
+POOL = web.AppKey("pool", asyncpg.Pool)
+NC = web.AppKey("nats", NATS)
+GRANTS = web.AppKey("grants", GrantCache)
+GRANT_REPO = web.AppKey("grant_repo", GrantRepository)
+PDP = web.AppKey("pdp", PolicyDecisionPoint)
+CATALOG = web.AppKey("catalog", Catalog)
+USAGE = web.AppKey("usage", UsageRecorder)
+PIPELINE = web.AppKey("pipeline", Pipeline)
+
+IDENTITY = web.RequestKey("identity", Identity)  # set by the authentication middleware
+
+
+def identity_of(request: web.Request) -> Identity:
+    ident = request.get(IDENTITY)
+    assert isinstance(ident, Identity), "route registered without authentication"
+    return ident

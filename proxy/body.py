@@ -1,0 +1,37 @@
+"""Reading JSON request bodies into pydantic models, with bounded size and clear errors."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
+from proxy.appkeys import SETTINGS
+from proxy.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def describe(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "body"
+    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where}: {first['msg']}{more}"
+
+
+async def read_model(request: web.Request, model: type[M]) -> M:
+    ctype = request.content_type
+    if request.body_exists and ctype not in ("application/json", "application/octet-stream", ""):
+        raise UnsupportedMediaType("send the body as application/json")
+    try:
+        data = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        limit = request.app[SETTINGS].max_body_bytes
+        raise PayloadTooLarge(f"the body exceeds {limit} bytes") from None
+    if not data:
+        raise InvalidRequest("a JSON body is required")
+    try:
+        return model.model_validate_json(data)
+    except ValidationError as exc:
+        raise InvalidRequest(describe(exc)) from None

@@ -1,0 +1,176 @@
+"""The live tool catalog: manifests announced by services, persisted, with availability."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import time
+from dataclasses import dataclass, field
+
+import asyncpg
+import orjson
+import structlog
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from pydantic import ValidationError
+
+from proxy.metrics import Metrics
+from services.sdk import protocol as p
+from services.sdk.manifest import ToolManifest
+
+log = structlog.get_logger("toolproxy.catalog")
+
+_MISSED_BEATS = 3  # an instance unheard for this many heartbeats is gone
+
+
+@dataclass
+class _Tool:
+    manifest: ToolManifest
+    digest: str
+    instances: dict[str, float] = field(default_factory=dict)  # instance -> expiry (monotonic)
+
+
+def _digest(manifest: ToolManifest) -> str:
+    return hashlib.sha256(orjson.dumps(manifest.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+class Catalog:
+    """Only tools in here can be invoked; anything else is `unknown_tool` before any publish."""
+
+    def __init__(self, nc: NATS, pool: asyncpg.Pool, metrics: Metrics) -> None:
+        self._nc = nc
+        self._pool = pool
+        self._metrics = metrics
+        self._tools: dict[str, _Tool] = {}
+        self._subs: list[Subscription] = []
+        self._persist_tasks: set[asyncio.Task[None]] = set()
+        self._changed = asyncio.Condition()
+
+    async def start(self) -> None:
+        for row in await self._pool.fetch("SELECT name, manifest, manifest_hash FROM tools"):
+            try:
+                m = ToolManifest.model_validate(row["manifest"])
+            except ValidationError:
+                log.warning("persisted_manifest_invalid", tool=row["name"])
+                continue
+            self._tools[m.tool_id] = _Tool(m, row["manifest_hash"])
+        self._subs.append(await self._nc.subscribe(p.ANNOUNCE_SUBJECT, cb=self._on_announce))
+        self._subs.append(await self._nc.subscribe(p.GOODBYE_SUBJECT, cb=self._on_goodbye))
+        await self._nc.publish(p.DISCOVER_SUBJECT, b"{}")
+        await self._nc.flush()
+        self._update_gauges()
+
+    async def close(self) -> None:
+        for sub in self._subs:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+        self._subs.clear()
+        if self._persist_tasks:
+            await asyncio.wait(self._persist_tasks, timeout=5)
+
+    # --- reading ------------------------------------------------------------------------
+
+    def get(self, name: str) -> ToolManifest | None:
+        t = self._tools.get(name)
+        return t.manifest if t else None
+
+    def available(self, name: str) -> bool:
+        t = self._tools.get(name)
+        if t is None:
+            return False
+        now = time.monotonic()
+        return any(expiry > now for expiry in t.instances.values())
+
+    def manifests(self) -> list[ToolManifest]:
+        return [t.manifest for t in sorted(self._tools.values(), key=lambda t: t.manifest.tool_id)]
+
+    async def wait_available(self, names: list[str], timeout: float = 10.0) -> None:
+        async def ready() -> None:
+            async with self._changed:
+                await self._changed.wait_for(lambda: all(self.available(n) for n in names))
+
+        await asyncio.wait_for(ready(), timeout)
+
+    # --- ingesting ----------------------------------------------------------------------
+
+    async def _on_announce(self, msg: Msg) -> None:
+        try:
+            ann = p.Announcement.model_validate_json(msg.data)
+        except ValidationError:
+            self._metrics.catalog_rejected.inc()
+            log.warning("announcement_invalid")
+            return
+        expiry = time.monotonic() + ann.heartbeat_s * _MISSED_BEATS
+        for raw in ann.tools:
+            try:
+                m = ToolManifest.model_validate(raw)
+            except ValidationError as exc:
+                # Unclassified or malformed: it never enters the catalog.
+                self._metrics.catalog_rejected.inc()
+                log.warning(
+                    "manifest_refused",
+                    service=ann.service,
+                    tool=str(raw.get("tool_id"))[:64] if isinstance(raw, dict) else None,
+                    error=exc.errors()[0]["msg"],
+                )
+                continue
+            self._accept(m, ann.instance, expiry)
+        self._update_gauges()
+        async with self._changed:
+            self._changed.notify_all()
+
+    def _accept(self, m: ToolManifest, instance: str, expiry: float) -> None:
+        digest = _digest(m)
+        known = self._tools.get(m.tool_id)
+        if known is None or known.digest != digest:
+            if known is not None and (
+                known.manifest.category != m.category or known.manifest.action != m.action
+            ):
+                log.warning(
+                    "tool_reclassified",
+                    tool=m.tool_id,
+                    old=f"{known.manifest.category}/{known.manifest.action}",
+                    new=f"{m.category}/{m.action}",
+                )
+            instances = known.instances if known else {}
+            self._tools[m.tool_id] = known = _Tool(m, digest, instances)
+            task = asyncio.create_task(self._persist(m, digest))
+            self._persist_tasks.add(task)
+            task.add_done_callback(self._persist_tasks.discard)
+        known.instances[instance] = expiry
+
+    async def _persist(self, m: ToolManifest, digest: str) -> None:
+        try:
+            await self._pool.execute(
+                """INSERT INTO tools (name, manifest, manifest_hash) VALUES ($1, $2, $3)
+                   ON CONFLICT (name) DO UPDATE
+                   SET manifest = EXCLUDED.manifest, manifest_hash = EXCLUDED.manifest_hash,
+                       updated_at = now()
+                   WHERE tools.manifest_hash <> EXCLUDED.manifest_hash""",
+                m.tool_id, m.model_dump(mode="json"), digest,
+            )
+        except Exception as exc:  # the in-memory catalog is already right; next change retries
+            log.warning("manifest_persist_failed", tool=m.tool_id, error=str(exc))
+
+    async def _on_goodbye(self, msg: Msg) -> None:
+        try:
+            bye = p.Goodbye.model_validate_json(msg.data)
+        except ValidationError:
+            return
+        for t in self._tools.values():
+            t.instances.pop(bye.instance, None)
+        self._update_gauges()
+
+    def mark_unreachable(self, name: str) -> None:
+        """No responders right now: every instance we knew of for this tool is gone."""
+        t = self._tools.get(name)
+        if t is not None:
+            t.instances.clear()
+            self._update_gauges()
+
+    def _update_gauges(self) -> None:
+        up = sum(1 for name in self._tools if self.available(name))
+        self._metrics.catalog_tools.labels(available="true").set(up)
+        self._metrics.catalog_tools.labels(available="false").set(len(self._tools) - up)

@@ -1,0 +1,1 @@
+"""The `toolproxy` command line."""

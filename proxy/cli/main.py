@@ -1,0 +1,158 @@
+"""Entry point of the `toolproxy` command: parses arguments and dispatches to one command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import ValidationError
+
+from proxy.cli.common import CliError, admin_token, call_api, data_dir_of, stack_url
+from proxy.config import Settings
+
+_TTL_RE = re.compile(r"(\d+)([smhd]?)")
+_TTL_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_ttl(text: str) -> int:
+    m = _TTL_RE.fullmatch(text.strip())
+    if not m:
+        raise argparse.ArgumentTypeError("ttl like 90s, 15m, 1h or 7d")
+    return int(m.group(1)) * _TTL_UNITS[m.group(2)]
+
+
+def _settings(**overrides: Any) -> Settings:
+    try:
+        return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        raise CliError(f"configuration: {exc.errors()[0]['msg']}") from None
+
+
+# --- commands -------------------------------------------------------------------------------
+
+
+def cmd_up(a: argparse.Namespace) -> int:
+    from proxy.cli.up import up
+
+    return up(data_dir_of(a.data_dir), a.port)
+
+
+def cmd_serve(a: argparse.Namespace) -> int:
+    from proxy.cli.serve import serve
+
+    serve(_settings(port=a.port, host=a.host))
+    return 0
+
+
+def cmd_services(a: argparse.Namespace) -> int:
+    from proxy.cli.serve import services
+
+    services(_settings())
+    return 0
+
+
+def cmd_token(a: argparse.Namespace) -> int:
+    from proxy.tokens import mint
+
+    settings = _settings(data_dir=data_dir_of(a.data_dir))
+    try:
+        print(mint(settings, agent_id=a.agent, team_id=a.team, role=a.role, ttl_s=a.ttl))
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    return 0
+
+
+def cmd_migrate(a: argparse.Namespace) -> int:
+    from proxy.db import migrate
+
+    settings = _settings()
+    applied = asyncio.run(migrate(settings.require_database_url()))
+    print("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
+    return 0
+
+
+def cmd_grants(a: argparse.Namespace) -> int:
+    data_dir = data_dir_of(a.data_dir)
+    url = stack_url(a.url, data_dir)
+    token = admin_token(data_dir)
+    if a.action == "list":
+        params = {"team_id": a.team} if a.team else None
+        body = asyncio.run(call_api("GET", f"{url}/v1/admin/grants", token, params=params))
+        rows = body["grants"]
+        if not rows:
+            print("no grants")
+        for g in rows:
+            print(f"{g['team_id']:<20} {g['agent_id'] or '*':<20} {g['capability']:<40} {g['grant_id']}")
+        return 0
+    if not a.team or not a.capability:
+        raise CliError(f"grants {a.action} needs --team and --capability")
+    payload = {"team_id": a.team, "agent_id": a.agent, "capability": a.capability}
+    path = "/v1/admin/grants" if a.action == "add" else "/v1/admin/grants/revoke"
+    body = asyncio.run(call_api("POST", f"{url}{path}", token, json_body=payload))
+    g = body["grant"]
+    verb = "granted" if a.action == "add" else "revoked"
+    print(f"{verb} {g['capability']} to team {g['team_id']}" + (f" agent {g['agent_id']}" if g["agent_id"] else ""))
+    return 0
+
+
+# --- parser ---------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="toolproxy", description="A tool proxy for AI agents with a policy decision point.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def add(name: str, fn: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help, description=help)
+        sp.set_defaults(func=fn)
+        return sp
+
+    sp = add("up", cmd_up, "run the whole stack on embedded defaults")
+    sp.add_argument("--port", type=int, default=8080)
+    sp.add_argument("--data-dir")
+
+    sp = add("serve", cmd_serve, "run the proxy alone (configuration from TOOLPROXY_* variables)")
+    sp.add_argument("--port", type=int)
+    sp.add_argument("--host")
+
+    add("services", cmd_services, "run the built-in tool services alone")
+    add("migrate", cmd_migrate, "apply SQL migrations to TOOLPROXY_DATABASE_URL")
+
+    sp = add("token", cmd_token, "print a signed bearer token")
+    sp.add_argument("--agent", required=True)
+    sp.add_argument("--team", required=True)
+    sp.add_argument("--role", choices=["agent", "governance", "admin"], default="agent")
+    sp.add_argument("--ttl", type=parse_ttl, default=3600, help="e.g. 15m, 1h (default), 7d")
+    sp.add_argument("--data-dir")
+
+    sp = add("grants", cmd_grants, "manage capability grants on a running stack (admin)")
+    sp.add_argument("action", choices=["add", "list", "revoke"])
+    sp.add_argument("--team")
+    sp.add_argument("--agent")
+    sp.add_argument("--capability")
+    sp.add_argument("--url")
+    sp.add_argument("--data-dir")
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    try:
+        code = args.func(args)
+    except CliError as exc:
+        print(f"toolproxy: {exc}", file=sys.stderr)
+        code = 1
+    except ValueError as exc:  # e.g. a required URL missing from the configuration
+        print(f"toolproxy: {exc}", file=sys.stderr)
+        code = 1
+    except KeyboardInterrupt:
+        code = 130
+    raise SystemExit(code)
+
+
+if __name__ == "__main__":
+    main()

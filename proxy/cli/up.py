@@ -1,0 +1,160 @@
+"""`toolproxy up`: Postgres, NATS, migrations, services and the proxy, supervised as one stack."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import signal
+import sys
+from pathlib import Path
+
+import aiohttp
+
+from proxy.cli.common import RUNTIME_FILE, CliError, write_runtime
+from proxy.db import migrate
+from proxy.embedded.child import Child
+from proxy.embedded.nats import EmbeddedNats
+from proxy.embedded.ports import free_port, port_is_free
+from proxy.embedded.postgres import EmbeddedError, EmbeddedPostgres
+from proxy.tokens import ensure_dev_key
+
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+class Stack:
+    """Everything `up` started, stopped in reverse order, each child by its own PID."""
+
+    def __init__(self, data_dir: Path, port: int) -> None:
+        self.data_dir = data_dir
+        self.port = port
+        self.logs = data_dir / "logs"
+        self.children: list[Child] = []
+        self.stopping = asyncio.Event()
+
+    def _lock(self) -> None:
+        self._lock_file = open(self.data_dir / "up.lock", "w")
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise CliError(f"another `toolproxy up` is already using {self.data_dir}") from None
+
+    async def start(self) -> str:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock()
+        if not port_is_free(self.port):
+            raise CliError(f"port {self.port} on 127.0.0.1 is already in use; choose another with --port")
+        ensure_dev_key(self.data_dir)
+        env = dict(os.environ)
+
+        database_url = os.environ.get("TOOLPROXY_DATABASE_URL")
+        if not database_url:
+            pg = EmbeddedPostgres(self.data_dir / "postgres", free_port())
+            await asyncio.to_thread(pg.prepare)
+            self.children.append(pg.start(self.logs / "postgres.log"))
+            await pg.wait_ready()
+            database_url = pg.url()
+            say(f"postgres: 127.0.0.1:{pg.port} (data in {pg.pgdata})")
+        nats_url = os.environ.get("TOOLPROXY_NATS_URL")
+        if not nats_url:
+            ns = EmbeddedNats(self.data_dir / "nats", free_port())
+            self.children.append(ns.start(self.logs / "nats.log"))
+            await ns.wait_ready()
+            nats_url = ns.url
+            say(f"nats: {nats_url} (JetStream in {ns.root})")
+
+        applied = await migrate(database_url)
+        if applied:
+            say(f"migrations applied: {', '.join(applied)}")
+
+        env.update(
+            TOOLPROXY_DATABASE_URL=database_url,
+            TOOLPROXY_NATS_URL=nats_url,
+            TOOLPROXY_DATA_DIR=str(self.data_dir),
+            TOOLPROXY_PORT=str(self.port),
+            TOOLPROXY_HOST="127.0.0.1",
+        )
+        me = [sys.executable, "-m", "proxy.cli.main"]
+        for name, argv in (("services", [*me, "services"]), ("proxy", [*me, "serve"])):
+            child = Child(name, argv, log_path=self.logs / f"{name}.log", env=env)
+            child.start()
+            self.children.append(child)
+
+        url = f"http://127.0.0.1:{self.port}"
+        await self._wait_ready(url)
+        write_runtime(
+            self.data_dir,
+            {"url": url, "pid": os.getpid(), "database_url": database_url, "nats_url": nats_url},
+        )
+        return url
+
+    async def _wait_ready(self, url: str, timeout: float = 60.0) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+            while loop.time() < deadline:
+                self.check_children()
+                try:
+                    async with session.get(f"{url}/readyz") as r:
+                        if r.status == 200:
+                            return
+                except (aiohttp.ClientError, asyncio.TimeoutError):
+                    pass
+                await asyncio.sleep(0.1)
+        raise CliError(f"the proxy did not become ready in {timeout:.0f}s; see {self.logs}")
+
+    def check_children(self) -> None:
+        for child in self.children:
+            code = child.exit_code()
+            if code is not None:
+                tail = child.log_tail(8)
+                raise CliError(
+                    f"{child.name} exited unexpectedly with code {code} "
+                    f"(log: {child.log_path})" + (f"\n{tail}" if tail else "")
+                )
+
+    async def supervise(self) -> None:
+        while not self.stopping.is_set():
+            self.check_children()
+            try:
+                await asyncio.wait_for(self.stopping.wait(), 0.5)
+            except asyncio.TimeoutError:
+                pass
+
+    def stop(self) -> None:
+        for child in reversed(self.children):
+            child.stop()
+        (self.data_dir / RUNTIME_FILE).unlink(missing_ok=True)
+
+
+async def _up(data_dir: Path, port: int) -> int:
+    stack = Stack(data_dir.resolve(), port)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stack.stopping.set)
+    try:
+        starting = asyncio.create_task(stack.start())
+        stopped = asyncio.create_task(stack.stopping.wait())
+        done, _ = await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        if starting not in done:
+            starting.cancel()
+            say("toolproxy: stopped before it was ready")
+            return 130
+        stopped.cancel()
+        url = starting.result()
+        say(f"toolproxy ready at {url}")
+        say(f"logs in {stack.logs}; Ctrl-C stops everything")
+        await stack.supervise()
+        say("toolproxy: stopping")
+        return 0
+    except (CliError, EmbeddedError) as exc:
+        print(f"toolproxy: {exc}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        stack.stop()
+
+
+def up(data_dir: Path, port: int) -> int:
+    return asyncio.run(_up(data_dir, port))

@@ -1,0 +1,81 @@
+"""Configuration, loaded once from TOOLPROXY_* variables and validated section by section."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Everything the proxy needs; passed explicitly, never read from globals."""
+
+    model_config = SettingsConfigDict(env_prefix="TOOLPROXY_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    data_dir: Path = Path(".toolproxy")
+
+    database_url: SecretStr | None = None
+    nats_url: str | None = None
+    db_pool_min: int = Field(default=2, ge=1)
+    db_pool_max: int = Field(default=20, ge=1)
+
+    # Tokens: HS256 with a secret (from here, or generated into the data dir for dev),
+    # or RS256/ES256 with a public key file (production, tokens minted by your IdP).
+    jwt_algorithm: Literal["HS256", "HS384", "HS512", "RS256", "ES256"] = "HS256"
+    jwt_secret: SecretStr | None = None
+    jwt_public_key_file: Path | None = None
+    jwt_issuer: str = "toolproxy"
+    jwt_audience: str = "toolproxy"
+    jwt_leeway_s: int = Field(default=30, ge=0, le=300)
+
+    pdp: Literal["embedded", "opa"] = "embedded"
+    opa_url: str | None = None
+    policy_dir: Path | None = None  # defaults to the policies shipped in pdp/policies
+
+    max_body_bytes: int = Field(default=1 << 20, ge=1024)
+    max_output_bytes: int = Field(default=256 << 10, ge=1024)
+
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_format: Literal["json", "console"] = "json"
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        if self.jwt_algorithm.startswith("HS") and self.jwt_public_key_file is not None:
+            raise ValueError("jwt_public_key_file needs an asymmetric jwt_algorithm (RS256/ES256)")
+        if not self.jwt_algorithm.startswith("HS") and self.jwt_public_key_file is None:
+            raise ValueError(f"{self.jwt_algorithm} needs TOOLPROXY_JWT_PUBLIC_KEY_FILE")
+        if self.pdp == "opa" and not self.opa_url:
+            raise ValueError("TOOLPROXY_PDP=opa needs TOOLPROXY_OPA_URL")
+        return self
+
+    def require_database_url(self) -> str:
+        if self.database_url is None:
+            raise ValueError("TOOLPROXY_DATABASE_URL is not set")
+        return self.database_url.get_secret_value()
+
+    def require_nats_url(self) -> str:
+        if self.nats_url is None:
+            raise ValueError("TOOLPROXY_NATS_URL is not set")
+        return self.nats_url
+
+    def redacted(self) -> dict[str, Any]:
+        """For the startup log: secrets and URL passwords never printed."""
+        data = self.model_dump(mode="json")
+        data["jwt_secret"] = "***" if self.jwt_secret else None
+        if self.database_url is not None:
+            data["database_url"] = _strip_password(self.database_url.get_secret_value())
+        return data
+
+
+def _strip_password(url: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url

@@ -1,0 +1,1 @@
+"""Embedded infrastructure: Postgres and NATS from pip wheels, run as supervised children."""

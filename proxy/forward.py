@@ -1,0 +1,103 @@
+"""Forwarding a decided call to its service over NATS; one place maps NATS outcomes to errors."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from nats.aio.client import Client as NATS
+from nats.errors import ConnectionClosedError, NoRespondersError, TimeoutError as NatsTimeout
+from pydantic import ValidationError
+
+from proxy.errors import DependencyUnavailable, ToolTimeout, ToolUnavailable
+from proxy.metrics import Metrics
+from services.sdk import protocol as p
+from services.sdk.manifest import ToolManifest
+
+
+@dataclass(frozen=True, slots=True)
+class CallMeta:
+    call_id: str
+    decision_id: str
+    team_id: str
+    agent_id: str
+    run_id: str | None
+    confidential: bool
+
+
+class BadToolReply(Exception):
+    """The service answered something that is not a tool reply."""
+
+
+def headers_for(meta: CallMeta, deadline_epoch_s: float) -> dict[str, str]:
+    h = {
+        p.H_CALL_ID: meta.call_id,
+        p.H_DECISION_ID: meta.decision_id,
+        p.H_TEAM_ID: meta.team_id,
+        p.H_AGENT_ID: meta.agent_id,
+        p.H_DEADLINE: str(int(deadline_epoch_s * 1000)),
+    }
+    if meta.run_id:
+        h[p.H_RUN_ID] = meta.run_id
+    if meta.confidential:
+        h[p.H_CONFIDENTIAL] = "1"
+    return h
+
+
+async def forward(
+    nc: NATS,
+    manifest: ToolManifest,
+    args: dict[str, Any],
+    meta: CallMeta,
+    *,
+    timeout_s: float,
+    max_reply_bytes: int,
+    metrics: Metrics,
+) -> p.ToolReply:
+    """Request/reply on tools.<name>.invoke within the deadline.
+
+    Raises ToolUnavailable (no responders, disconnected), ToolTimeout, BadToolReply.
+    """
+    payload = orjson.dumps(
+        {
+            "args": args,
+            "context": {
+                "team_id": meta.team_id,
+                "agent_id": meta.agent_id,
+                "agent_run_id": meta.run_id,
+                "confidential": meta.confidential,
+            },
+        }
+    )
+    if not nc.is_connected:
+        metrics.nats_errors.labels(kind="disconnected").inc()
+        raise DependencyUnavailable("the message bus is unavailable")
+    try:
+        msg = await nc.request(
+            manifest.subject,
+            payload,
+            timeout=timeout_s,
+            headers=headers_for(meta, time.time() + timeout_s),
+        )
+    except NoRespondersError:
+        metrics.nats_errors.labels(kind="no_responders").inc()
+        raise ToolUnavailable(f"no service is serving {manifest.tool_id} right now") from None
+    except NatsTimeout:
+        metrics.nats_errors.labels(kind="timeout").inc()
+        raise ToolTimeout(
+            f"{manifest.tool_id} did not answer within {int(timeout_s * 1000)} ms"
+        ) from None
+    except ConnectionClosedError:
+        metrics.nats_errors.labels(kind="closed").inc()
+        raise DependencyUnavailable("the message bus is unavailable") from None
+    if len(msg.data) > max_reply_bytes:
+        raise BadToolReply(f"reply of {len(msg.data)} bytes exceeds {max_reply_bytes}")
+    try:
+        reply = p.ToolReply.model_validate_json(msg.data)
+    except ValidationError:
+        raise BadToolReply("the service's reply is not a tool reply") from None
+    if reply.ok is False and reply.error is None:
+        raise BadToolReply("an error reply without an error")
+    return reply

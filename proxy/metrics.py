@@ -1,0 +1,80 @@
+"""Prometheus metrics, one registry per app (no process globals), namespaced toolproxy_."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+_PDP_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "toolproxy_requests_total",
+            "Tool calls by tool, category and final status",
+            ["tool", "category", "status"],
+            registry=r,
+        )
+        self.request_duration = Histogram(
+            "toolproxy_request_duration_seconds",
+            "End-to-end tool call latency",
+            ["tool", "category", "status"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.http_requests = Counter(
+            "toolproxy_http_requests_total",
+            "HTTP requests by route, method and status",
+            ["route", "method", "status"],
+            registry=r,
+        )
+        self.http_duration = Histogram(
+            "toolproxy_http_request_duration_seconds",
+            "HTTP request latency by route",
+            ["route", "method"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.errors = Counter(
+            "toolproxy_errors_total", "API errors by code (the reason label)", ["reason"], registry=r
+        )
+        self.pdp_duration = Histogram(
+            "toolproxy_pdp_decision_duration_seconds",
+            "Policy decision latency",
+            ["engine", "phase"],
+            buckets=_PDP_BUCKETS,
+            registry=r,
+        )
+        self.pdp_decisions = Counter(
+            "toolproxy_pdp_decisions_total", "Decisions by result", ["phase", "result"], registry=r
+        )
+        self.pdp_errors = Counter(
+            "toolproxy_pdp_errors_total", "Fail-closed PDP outcomes", ["code"], registry=r
+        )
+        self.nats_errors = Counter(
+            "toolproxy_nats_errors_total", "NATS failures by kind", ["kind"], registry=r
+        )
+        self.catalog_tools = Gauge(
+            "toolproxy_catalog_tools", "Tools in the catalog", ["available"], registry=r
+        )
+        self.catalog_rejected = Counter(
+            "toolproxy_catalog_rejected_total", "Tool manifests refused by the catalog", registry=r
+        )
+        self.usage_pending = Gauge(
+            "toolproxy_usage_pending", "Usage records accepted but not yet in Postgres", registry=r
+        )
+        self.usage_written = Counter(
+            "toolproxy_usage_written_total", "Usage rows written to Postgres", registry=r
+        )
+        self.usage_write_errors = Counter(
+            "toolproxy_usage_write_errors_total", "Failed usage batch writes (retried)", registry=r
+        )
+        self.usage_lag = Histogram(
+            "toolproxy_usage_write_lag_seconds",
+            "Time from a call's end to its usage row being committed",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+            registry=r,
+        )

@@ -1,0 +1,28 @@
+"""Request context: a request id bound into every log line of the request, echoed back."""
+
+from __future__ import annotations
+
+import uuid
+
+import structlog
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from proxy.identity import ID_RE
+
+HEADER = "X-Request-Id"
+
+
+@web.middleware
+async def request_context(request: web.Request, handler: Handler) -> web.StreamResponse:
+    given = request.headers.get(HEADER, "")
+    request_id = given if ID_RE.fullmatch(given) else uuid.uuid4().hex
+    structlog.contextvars.clear_contextvars()
+    structlog.contextvars.bind_contextvars(request_id=request_id)
+    try:
+        response = await handler(request)
+    except web.HTTPException as exc:
+        exc.headers[HEADER] = request_id
+        raise
+    response.headers[HEADER] = request_id
+    return response

@@ -1,0 +1,85 @@
+"""Grant administration: admins for any team, governance for its own; agents never."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
+
+from pdp.grants import is_valid_capability
+from proxy.appkeys import CATALOG, GRANT_REPO, identity_of
+from proxy.body import read_model
+from proxy.errors import Forbidden, InvalidRequest, NotFound, UnknownTool
+from proxy.identity import ID_RE, Identity, is_valid_id
+from proxy.routes.tools import json_response
+
+routes = web.RouteTableDef()
+
+
+class GrantRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    team_id: str = Field(pattern=ID_RE.pattern, max_length=64)
+    agent_id: str | None = Field(default=None, pattern=ID_RE.pattern, max_length=64)
+    capability: str = Field(max_length=80)
+    expires_at: datetime | None = None
+
+
+def require_governance(identity: Identity, team_id: str | None) -> None:
+    if not identity.is_governance:
+        raise Forbidden("this route needs a governance or admin token")
+    if team_id is not None and team_id != identity.team_id and not identity.is_admin:
+        raise Forbidden("governance tokens manage their own team only")
+
+
+def _check_target(request: web.Request, identity: Identity, body: GrantRequest) -> None:
+    require_governance(identity, body.team_id)
+    if not is_valid_capability(body.capability):
+        raise InvalidRequest("capability must be tool.<name>.invoke for one exact tool")
+    name = body.capability.removeprefix("tool.").removesuffix(".invoke")
+    if request.app[CATALOG].get(name) is None:
+        raise UnknownTool(f"no tool named {name!r}")
+    if body.agent_id is not None and body.agent_id == identity.agent_id:
+        raise Forbidden("no self-authorization: you cannot grant capabilities to yourself")
+
+
+@routes.post("/v1/admin/grants")
+async def add_grant(request: web.Request) -> web.Response:
+    identity = identity_of(request)
+    body = await read_model(request, GrantRequest)
+    _check_target(request, identity, body)
+    grant = await request.app[GRANT_REPO].add(
+        team_id=body.team_id,
+        agent_id=body.agent_id,
+        capability=body.capability,
+        created_by=f"{identity.role}:{identity.agent_id}@{identity.team_id}",
+        expires_at=body.expires_at,
+    )
+    return json_response(201, {"grant": grant.as_json()})
+
+
+@routes.get("/v1/admin/grants")
+async def list_grants(request: web.Request) -> web.Response:
+    identity = identity_of(request)
+    team = request.query.get("team_id")
+    if team is None and not identity.is_admin:
+        team = identity.team_id
+    if team is not None and not is_valid_id(team):
+        raise InvalidRequest("team_id is not a valid id")
+    require_governance(identity, team)
+    grants = await request.app[GRANT_REPO].list(team)
+    return json_response(200, {"grants": [g.as_json() for g in grants]})
+
+
+@routes.post("/v1/admin/grants/revoke")
+async def revoke_grant(request: web.Request) -> web.Response:
+    identity = identity_of(request)
+    body = await read_model(request, GrantRequest)
+    require_governance(identity, body.team_id)
+    grant = await request.app[GRANT_REPO].revoke(
+        team_id=body.team_id, agent_id=body.agent_id, capability=body.capability
+    )
+    if grant is None:
+        raise NotFound("no such grant")
+    return json_response(200, {"grant": grant.as_json()})

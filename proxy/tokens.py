@@ -1,0 +1,105 @@
+"""Bearer tokens: minting (dev) and verification (always) of signed JWTs."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import jwt
+
+from proxy.config import Settings
+from proxy.errors import Unauthenticated
+from proxy.identity import ROLES, Identity, Role, is_valid_id
+
+KEY_FILE = Path("secrets") / "jwt.key"
+MAX_TTL_S = 30 * 24 * 3600
+
+
+def dev_key_path(data_dir: Path) -> Path:
+    return data_dir / KEY_FILE
+
+
+def ensure_dev_key(data_dir: Path) -> str:
+    """The data dir's HS256 signing key, created (0600) on first use."""
+    path = dev_key_path(data_dir)
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(32))
+    return path.read_text().strip()
+
+
+def signing_key(settings: Settings) -> str:
+    if settings.jwt_secret is not None:
+        return settings.jwt_secret.get_secret_value()
+    return ensure_dev_key(settings.data_dir)
+
+
+def verification_key(settings: Settings) -> str:
+    if settings.jwt_public_key_file is not None:
+        return settings.jwt_public_key_file.read_text()
+    return signing_key(settings)
+
+
+def mint(
+    settings: Settings, *, agent_id: str, team_id: str, role: Role = "agent", ttl_s: int = 3600
+) -> str:
+    if not (is_valid_id(agent_id) and is_valid_id(team_id)):
+        raise ValueError("agent and team ids: 1-64 chars of A-Z a-z 0-9 _ . : @ -")
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {', '.join(ROLES)}")
+    if not 0 < ttl_s <= MAX_TTL_S:
+        raise ValueError(f"ttl must be between 1s and {MAX_TTL_S}s")
+    if not settings.jwt_algorithm.startswith("HS"):
+        raise ValueError("tokens for asymmetric keys are minted by your identity provider")
+    now = int(time.time())
+    claims = {
+        "sub": agent_id,
+        "team": team_id,
+        "role": role,
+        "iss": settings.jwt_issuer,
+        "aud": settings.jwt_audience,
+        "iat": now,
+        "nbf": now,
+        "exp": now + ttl_s,
+        "jti": uuid.uuid4().hex,
+    }
+    return jwt.encode(claims, signing_key(settings), algorithm=settings.jwt_algorithm)
+
+
+class TokenVerifier:
+    """Verifies with exactly one algorithm (never `none`), issuer, audience, expiry."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._key = verification_key(settings)
+        self._alg = settings.jwt_algorithm
+        self._issuer = settings.jwt_issuer
+        self._audience = settings.jwt_audience
+        self._leeway = settings.jwt_leeway_s
+
+    def verify(self, token: str) -> Identity:
+        if len(token) > 8192:
+            raise Unauthenticated("token too long")
+        try:
+            claims: dict[str, Any] = jwt.decode(
+                token,
+                self._key,
+                algorithms=[self._alg],
+                audience=self._audience,
+                issuer=self._issuer,
+                leeway=self._leeway,
+                options={"require": ["exp", "iat", "sub", "aud", "iss"]},
+            )
+        except jwt.ExpiredSignatureError:
+            raise Unauthenticated("token expired") from None
+        except jwt.InvalidTokenError as exc:
+            raise Unauthenticated(f"invalid token: {exc}") from None
+        agent, team, role = claims.get("sub"), claims.get("team"), claims.get("role", "agent")
+        if not (is_valid_id(agent) and is_valid_id(team)) or role not in ROLES:
+            raise Unauthenticated("invalid token: bad subject, team or role")
+        return Identity(agent_id=agent, team_id=team, role=role, token_id=str(claims.get("jti", "")))

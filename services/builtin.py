@@ -1,0 +1,43 @@
+"""The built-in services: five category-A tools and one real tool in each other category."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from services import (
+    calendar_service,
+    data_query_service,
+    embeddings_service,
+    greenfood_service,
+    math_service,
+    memory_service,
+    task_service,
+    text_service,
+)
+from services.sdk import Service
+
+
+def builtin_services(pool: asyncpg.Pool) -> list[Service]:
+    return [
+        math_service.service(),
+        text_service.service(),
+        calendar_service.service(),
+        memory_service.service(),
+        embeddings_service.service(),
+        task_service.service(pool),
+        data_query_service.service(pool),
+        greenfood_service.service(pool),
+    ]
+
+
+BUILTIN_TOOLS = (
+    "math",
+    "text",
+    "calendar",
+    "memory",
+    "embeddings",
+    "task.list",
+    "task.create",
+    "data.query",
+    "greenfood.order",
+)

@@ -1,0 +1,192 @@
+"""Category C `data.query`: named, parameterized, read-only, team-scoped queries on Postgres."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import asyncpg
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError, best_match
+
+from services.sdk import CallContext, Cost, Service, ToolError
+from services.sdk.service import ToolDef, make_manifest
+
+ROW_LIMIT_DEFAULT = 100
+ROW_LIMIT_MAX = 500
+STATEMENT_TIMEOUT_MS = 2_000
+
+
+@dataclass(frozen=True, slots=True)
+class NamedQuery:
+    """One query an agent may run: its params schema and SQL.
+
+    The SQL's $1 is always the caller's team and its last parameter the row limit; `args` turns
+    validated params into the parameters in between.
+    """
+
+    name: str
+    description: str
+    params_schema: dict[str, Any]
+    sql: str
+    args: Callable[[dict[str, Any]], list[Any]]
+
+
+def _usage_day(params: dict[str, Any]) -> list[Any]:
+    if "day" not in params:
+        return [dt.datetime.now(dt.UTC).date()]
+    try:
+        return [dt.date.fromisoformat(params["day"])]
+    except ValueError:
+        raise ToolError(f"bad params for usage_by_tool: {params['day']!r} is not a date") from None
+
+
+QUERIES: dict[str, NamedQuery] = {
+    q.name: q
+    for q in (
+        NamedQuery(
+            name="tasks_by_status",
+            description="your team's tasks with one status, newest first",
+            params_schema={
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["status"],
+                "properties": {"status": {"enum": ["open", "in_progress", "done"]}},
+            },
+            sql=(
+                "SELECT task_id, title, status, created_by, created_at FROM tasks"
+                " WHERE team_id = $1 AND status = $2 ORDER BY created_at DESC LIMIT $3"
+            ),
+            args=lambda p: [p["status"]],
+        ),
+        NamedQuery(
+            name="usage_by_tool",
+            description="your team's usage of one UTC day (default today), summed per tool",
+            params_schema={
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "day": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
+                },
+            },
+            sql=(
+                "SELECT tool, sum(calls)::bigint AS calls, sum(invocations)::bigint AS invocations,"
+                " sum(tokens_used)::bigint AS tokens_used, sum(cost_1t) AS cost_1t"
+                " FROM usage_daily WHERE team_id = $1 AND day = $2"
+                " GROUP BY tool ORDER BY tool LIMIT $3"
+            ),
+            args=_usage_day,
+        ),
+    )
+}
+
+_NAMES = sorted(QUERIES)
+
+MANIFEST = make_manifest(
+    {
+        "tool_id": "data.query",
+        "version": "1.0.0",
+        "category": "C",
+        "action": "read",
+        "description": "Run a named read-only query over your team's data: "
+        + "; ".join(f"{q.name} ({q.description})" for q in QUERIES.values())
+        + ".",
+        "input_schema": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["query"],
+            "properties": {
+                "query": {"type": "string", "enum": _NAMES},
+                "params": {"type": "object", "maxProperties": 16},
+                "limit": {"type": "integer", "minimum": 1, "maximum": ROW_LIMIT_MAX},
+            },
+            # Each query's params schema, so the proxy rejects bad params before dispatch.
+            "allOf": [
+                {
+                    "if": {"required": ["query"], "properties": {"query": {"const": q.name}}},
+                    "then": {
+                        "properties": {"params": q.params_schema},
+                        "required": ["params"] if q.params_schema.get("required") else [],
+                    },
+                }
+                for q in QUERIES.values()
+            ],
+        },
+        "output_schema": {
+            "type": "object",
+            "required": ["rows", "row_count", "truncated"],
+            "properties": {
+                "rows": {"type": "array", "items": {"type": "object"}},
+                "row_count": {"type": "integer", "minimum": 0},
+                "truncated": {"type": "boolean"},
+            },
+        },
+        "cost": Cost(per_call=0.001),
+        "network": False,
+        "timeout_ms": 3_000,
+    }
+)
+
+_VALIDATOR = Draft202012Validator(MANIFEST.input_schema)
+_PARAMS_VALIDATORS = {name: Draft202012Validator(q.params_schema) for name, q in QUERIES.items()}
+
+
+def _why(error: ValidationError) -> str:
+    # jsonschema quotes the offending value; keep replies short whatever the agent sent.
+    message = error.message if len(error.message) <= 200 else error.message[:200] + "..."
+    return f"{error.json_path}: {message}"
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return value
+
+
+def _resolve(args: dict[str, Any]) -> tuple[NamedQuery, dict[str, Any], int]:
+    """The named query, its validated params and the row limit, or a ToolError saying why not."""
+    name = args.get("query")
+    query = QUERIES.get(name) if isinstance(name, str) else None
+    if query is None:
+        shown = repr(name)[:80]
+        raise ToolError(f"unknown query {shown}; known queries: {', '.join(_NAMES)}")
+    params = args.get("params", {})
+    if not isinstance(params, dict):
+        raise ToolError(f"bad params for {query.name}: params must be an object")
+    error = best_match(_PARAMS_VALIDATORS[query.name].iter_errors(params))
+    if error is not None:
+        raise ToolError(f"bad params for {query.name}: {_why(error)}")
+    error = best_match(_VALIDATOR.iter_errors(args))
+    if error is not None:
+        raise ToolError(f"invalid args: {_why(error)}")
+    return query, params, int(args.get("limit", ROW_LIMIT_DEFAULT))
+
+
+def service(pool: asyncpg.Pool) -> Service:
+    """The data.query service, bound to one connection pool."""
+
+    async def run_query(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        query, params, limit = _resolve(args)
+        if not ctx.team_id:
+            raise ToolError("the call carries no team")
+        values = [ctx.team_id, *query.args(params), limit + 1]
+        try:
+            async with pool.acquire() as conn, conn.transaction(readonly=True):
+                await conn.execute(f"SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_MS}")
+                records = await conn.fetch(query.sql, *values)
+        except asyncpg.QueryCanceledError:
+            raise ToolError(
+                f"query {query.name} exceeded its {STATEMENT_TIMEOUT_MS} ms time limit"
+            ) from None
+        rows = [{k: _json_safe(v) for k, v in r.items()} for r in records[:limit]]
+        return {"rows": rows, "row_count": len(rows), "truncated": len(records) > limit}
+
+    return Service(name="data", tools=[ToolDef(manifest=MANIFEST, handler=run_query)])

@@ -1,0 +1,100 @@
+"""The `embeddings` tool (category A): deterministic feature-hashing embeddings of texts."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+from services.embedding_hash import (
+    DIMENSIONS,
+    MAX_TEXT_CHARS,
+    MAX_TEXTS,
+    MAX_TOTAL_CHARS,
+    MODEL,
+    EmbeddingError,
+    embed_many,
+)
+from services.sdk import CallContext, Cost, Service, ToolError, tool
+
+_TEXT: dict[str, Any] = {"type": "string", "maxLength": MAX_TEXT_CHARS}
+
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "text": _TEXT,
+        "texts": {"type": "array", "items": _TEXT, "minItems": 1, "maxItems": MAX_TEXTS},
+    },
+    # Exactly one of the two (no combinator, so plain JSON Schema consumers understand it too).
+    "minProperties": 1,
+    "maxProperties": 1,
+    "additionalProperties": False,
+    "description": (
+        f"Either text or texts (at most {MAX_TEXTS}, {MAX_TOTAL_CHARS} characters in total)."
+    ),
+}
+
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "model": {"const": MODEL},
+        "dimensions": {"const": DIMENSIONS},
+        "embeddings": {
+            "type": "array",
+            "maxItems": MAX_TEXTS,
+            "items": {
+                "type": "array",
+                "items": {"type": "number"},
+                "minItems": DIMENSIONS,
+                "maxItems": DIMENSIONS,
+            },
+            "description": "One L2-normalized vector per input text, in input order.",
+        },
+    },
+    "required": ["model", "dimensions", "embeddings"],
+    "additionalProperties": False,
+}
+
+_VALIDATOR = Draft202012Validator(INPUT_SCHEMA)
+
+
+def _check(args: object) -> dict[str, Any]:
+    error = best_match(_VALIDATOR.iter_errors(args))
+    if error is not None:
+        raise ToolError(f"invalid arguments: {error.message}")
+    assert isinstance(args, dict)
+    return args
+
+
+def run(args: dict[str, Any]) -> dict[str, Any]:
+    texts = [args["text"]] if "text" in args else args["texts"]
+    return {"model": MODEL, "dimensions": DIMENSIONS, "embeddings": embed_many(texts)}
+
+
+@tool(
+    tool_id="embeddings",
+    version="1.0.0",
+    category="A",
+    action="read",
+    description=(
+        f"Embed texts as {DIMENSIONS}-dimensional unit vectors ({MODEL}: deterministic feature "
+        "hashing of lowercased words and character trigrams). Texts sharing words score a "
+        "higher cosine similarity; no semantic model, no network."
+    ),
+    input_schema=INPUT_SCHEMA,
+    output_schema=OUTPUT_SCHEMA,
+    cost=Cost(per_call=0.00002),
+    network=False,
+)
+async def embeddings_tool(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    checked = _check(args)
+    try:
+        return await asyncio.to_thread(run, checked)
+    except EmbeddingError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def service() -> Service:
+    return Service(name="embeddings", tools=[embeddings_tool])

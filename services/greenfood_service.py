@@ -1,0 +1,242 @@
+"""Category D `greenfood.order`: the GREENFOOD platform's orders, inventory, prices and stock."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from decimal import Decimal
+from typing import Any
+
+import asyncpg
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError, best_match
+
+from services.sdk import CallContext, Cost, Service, ToolError
+from services.sdk.service import ToolDef, make_manifest
+
+STOCK_MAX = 2_147_483_647  # greenfood_products.stock is an integer column
+PRICE_MAX = 1_000_000
+LOCK_TIMEOUT_MS = 2_000
+
+_PRODUCT_ID = {"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,63}$"}
+_PRICE = {"type": "number", "minimum": 0, "maximum": PRICE_MAX}
+
+
+def _op(name: str, **fields: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["op", *fields],
+        "properties": {"op": {"const": name}, **fields},
+    }
+
+
+OP_SCHEMAS: dict[str, dict[str, Any]] = {
+    "create_order": _op(
+        "create_order",
+        product_id=_PRODUCT_ID,
+        qty={"type": "integer", "minimum": 1, "maximum": 1000},
+    ),
+    "get_inventory": _op("get_inventory"),
+    "set_price": _op("set_price", product_id=_PRODUCT_ID, price=_PRICE),
+    "adjust_stock": _op(
+        "adjust_stock",
+        product_id=_PRODUCT_ID,
+        delta={"type": "integer", "minimum": -100_000, "maximum": 100_000},
+    ),
+}
+
+_OUTPUTS: list[dict[str, Any]] = [
+    {
+        "type": "object",
+        "required": ["order_id", "status", "product_id", "qty"],
+        "properties": {
+            "order_id": {"type": "string"},
+            "status": {"const": "created"},
+            "product_id": {"type": "string"},
+            "qty": {"type": "integer"},
+        },
+    },
+    {
+        "type": "object",
+        "required": ["products"],
+        "properties": {
+            "products": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["product_id", "name", "price", "stock"],
+                    "properties": {
+                        "product_id": {"type": "string"},
+                        "name": {"type": "string"},
+                        "price": {"type": "number"},
+                        "stock": {"type": "integer"},
+                    },
+                },
+            }
+        },
+    },
+    {
+        "type": "object",
+        "required": ["product_id", "price"],
+        "properties": {"product_id": {"type": "string"}, "price": {"type": "number"}},
+    },
+    {
+        "type": "object",
+        "required": ["product_id", "stock"],
+        "properties": {"product_id": {"type": "string"}, "stock": {"type": "integer"}},
+    },
+]
+
+MANIFEST = make_manifest(
+    {
+        "tool_id": "greenfood.order",
+        "version": "1.0.0",
+        "category": "D",
+        "action": "write",
+        "description": "GREENFOOD platform: op create_order (product_id, qty) places an order; "
+        "get_inventory lists products; set_price and adjust_stock are for operators.",
+        "input_schema": {"type": "object", "oneOf": list(OP_SCHEMAS.values())},
+        "output_schema": {"type": "object", "anyOf": _OUTPUTS},
+        "cost": Cost(per_call=0.01),
+        "network": False,
+        "requires_approval": True,
+        "timeout_ms": 5_000,
+    }
+)
+
+_VALIDATORS = {op: Draft202012Validator(schema) for op, schema in OP_SCHEMAS.items()}
+
+OpHandler = Callable[[asyncpg.Connection, dict[str, Any], CallContext], Awaitable[dict[str, Any]]]
+
+
+def _why(error: ValidationError) -> str:
+    # jsonschema quotes the offending value; keep replies short whatever the agent sent.
+    message = error.message if len(error.message) <= 200 else error.message[:200] + "..."
+    return f"{error.json_path}: {message}"
+
+
+def _unknown(product_id: str) -> ToolError:
+    return ToolError(f"unknown product {product_id!r}")
+
+
+async def _locked_stock(conn: asyncpg.Connection, product_id: str) -> int:
+    """Lock the product row for this transaction and return its stock."""
+    await conn.execute(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS}")
+    stock = await conn.fetchval(
+        "SELECT stock FROM greenfood_products WHERE product_id = $1 FOR UPDATE", product_id
+    )
+    if stock is None:
+        raise _unknown(product_id)
+    return int(stock)
+
+
+async def _create_order(
+    conn: asyncpg.Connection, args: dict[str, Any], ctx: CallContext
+) -> dict[str, Any]:
+    if not ctx.team_id or not ctx.agent_id:
+        raise ToolError("the call carries no team or agent")
+    product_id: str = args["product_id"]
+    qty = int(args["qty"])
+    stock = await _locked_stock(conn, product_id)
+    if stock < qty:
+        raise ToolError(f"insufficient stock: {product_id} has {stock}, {qty} requested")
+    order_id = uuid.uuid4()
+    await conn.execute(
+        "UPDATE greenfood_products SET stock = stock - $2 WHERE product_id = $1", product_id, qty
+    )
+    await conn.execute(
+        "INSERT INTO greenfood_orders (order_id, team_id, agent_id, product_id, qty)"
+        " VALUES ($1, $2, $3, $4, $5)",
+        order_id,
+        ctx.team_id,
+        ctx.agent_id,
+        product_id,
+        qty,
+    )
+    return {"order_id": str(order_id), "status": "created", "product_id": product_id, "qty": qty}
+
+
+async def _get_inventory(
+    conn: asyncpg.Connection, args: dict[str, Any], ctx: CallContext
+) -> dict[str, Any]:
+    rows = await conn.fetch(
+        "SELECT product_id, name, price, stock FROM greenfood_products"
+        " ORDER BY product_id LIMIT 500"
+    )
+    products = [
+        {
+            "product_id": r["product_id"],
+            "name": r["name"],
+            "price": float(r["price"]),
+            "stock": r["stock"],
+        }
+        for r in rows
+    ]
+    return {"products": products}
+
+
+async def _set_price(
+    conn: asyncpg.Connection, args: dict[str, Any], ctx: CallContext
+) -> dict[str, Any]:
+    product_id: str = args["product_id"]
+    price = Decimal(str(args["price"]))
+    if price != price.quantize(Decimal("0.01")):
+        raise ToolError("price must have at most two decimal places")
+    await conn.execute(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS}")
+    stored = await conn.fetchval(
+        "UPDATE greenfood_products SET price = $2 WHERE product_id = $1 RETURNING price",
+        product_id,
+        price,
+    )
+    if stored is None:
+        raise _unknown(product_id)
+    return {"product_id": product_id, "price": float(stored)}
+
+
+async def _adjust_stock(
+    conn: asyncpg.Connection, args: dict[str, Any], ctx: CallContext
+) -> dict[str, Any]:
+    product_id: str = args["product_id"]
+    stock = await _locked_stock(conn, product_id) + int(args["delta"])
+    if stock < 0:
+        raise ToolError(f"stock of {product_id} cannot go below 0 (would be {stock})")
+    if stock > STOCK_MAX:
+        raise ToolError(f"stock of {product_id} cannot exceed {STOCK_MAX}")
+    await conn.execute(
+        "UPDATE greenfood_products SET stock = $2 WHERE product_id = $1", product_id, stock
+    )
+    return {"product_id": product_id, "stock": stock}
+
+
+OPS: dict[str, OpHandler] = {
+    "create_order": _create_order,
+    "get_inventory": _get_inventory,
+    "set_price": _set_price,
+    "adjust_stock": _adjust_stock,
+}
+
+
+def _check(args: dict[str, Any]) -> str:
+    # Validate against the one branch `op` names: clearer than oneOf's "valid under none".
+    op = args.get("op")
+    if not isinstance(op, str) or op not in OPS:
+        raise ToolError(f"unknown op {repr(op)[:80]}; ops: {', '.join(OPS)}")
+    error = best_match(_VALIDATORS[op].iter_errors(args))
+    if error is not None:
+        raise ToolError(f"invalid args for {op}: {_why(error)}")
+    return op
+
+
+def service(pool: asyncpg.Pool) -> Service:
+    """The GREENFOOD service, bound to one connection pool."""
+
+    async def order(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+        op = _check(args)
+        try:
+            async with pool.acquire() as conn, conn.transaction():
+                return await OPS[op](conn, args, ctx)
+        except asyncpg.LockNotAvailableError:
+            raise ToolError("the product is busy; try again") from None
+
+    return Service(name="greenfood", tools=[ToolDef(manifest=MANIFEST, handler=order)])

@@ -1,0 +1,100 @@
+"""The `memory` tool (category A): a short, deterministic extractive summary of a text."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+from services.memory_summary import (
+    DEFAULT_SENTENCES,
+    MAX_SENTENCES,
+    MAX_TEXT_CHARS,
+    SummaryError,
+    summarize,
+)
+from services.sdk import CallContext, Cost, Service, ToolError, tool
+
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "text": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT_CHARS},
+        "max_sentences": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_SENTENCES,
+            "default": DEFAULT_SENTENCES,
+        },
+    },
+    "required": ["text"],
+    "additionalProperties": False,
+}
+
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "summary": {"type": "string", "description": "The chosen sentences joined by spaces."},
+        "sentences": {
+            "type": "array",
+            "items": {"type": "string"},
+            "maxItems": MAX_SENTENCES,
+            "description": "The chosen sentences, in their original order.",
+        },
+        "sentence_count": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "How many sentences the whole text has.",
+        },
+    },
+    "required": ["summary", "sentences", "sentence_count"],
+    "additionalProperties": False,
+}
+
+_VALIDATOR = Draft202012Validator(INPUT_SCHEMA)
+
+
+def _check(args: object) -> dict[str, Any]:
+    error = best_match(_VALIDATOR.iter_errors(args))
+    if error is not None:
+        raise ToolError(f"invalid arguments: {error.message}")
+    assert isinstance(args, dict)
+    return args
+
+
+def run(args: dict[str, Any]) -> dict[str, Any]:
+    summary = summarize(args["text"], args.get("max_sentences", DEFAULT_SENTENCES))
+    return {
+        "summary": summary.text,
+        "sentences": summary.sentences,
+        "sentence_count": summary.sentence_count,
+    }
+
+
+@tool(
+    tool_id="memory",
+    version="1.0.0",
+    category="A",
+    action="read",
+    description=(
+        "Summarize a text extractively: split it into sentences, score them by the frequency of "
+        "their content words (stopwords ignored) and return the top max_sentences in original "
+        "order. Deterministic; no model involved."
+    ),
+    input_schema=INPUT_SCHEMA,
+    output_schema=OUTPUT_SCHEMA,
+    cost=Cost(per_call=0.00002),
+    network=False,
+)
+async def memory_tool(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    checked = _check(args)
+    try:
+        # Up to 100k characters of regex splitting and counting: off the event loop.
+        return await asyncio.to_thread(run, checked)
+    except SummaryError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def service() -> Service:
+    return Service(name="memory", tools=[memory_tool])

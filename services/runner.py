@@ -1,0 +1,36 @@
+"""Runs the built-in services in one process until SIGTERM/SIGINT (`toolproxy services`)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+import structlog
+
+from proxy.bus import close as close_nats
+from proxy.bus import connect
+from proxy.db import create_pool
+from services.builtin import builtin_services
+
+log = structlog.get_logger("toolproxy.services")
+
+
+async def run_services(database_url: str, nats_url: str) -> None:
+    pool = await create_pool(database_url, min_size=1, max_size=10)
+    nc = await connect(nats_url, name="toolproxy-services")
+    services = builtin_services(pool)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        for s in services:
+            await s.start(nc)
+        log.info("services_started", tools=[m.tool_id for s in services for m in s.manifests])
+        await stop.wait()
+    finally:
+        for s in services:
+            await s.stop()
+        await close_nats(nc)
+        await pool.close()
+        log.info("services_stopped")

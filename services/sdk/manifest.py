@@ -1,0 +1,116 @@
+"""The catalog entry every tool declares: classification, schemas, deadline and price."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from services.sdk.categories import CATEGORIES
+
+# ASCII only: fullmatch with re.ASCII so look-alike letters and a trailing newline never pass.
+TOOL_NAME_RE = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*", re.ASCII)
+TOOL_NAME_MAX = 64
+
+
+def is_valid_tool_name(name: object) -> bool:
+    return (
+        isinstance(name, str)
+        and 0 < len(name) <= TOOL_NAME_MAX
+        and TOOL_NAME_RE.fullmatch(name) is not None
+    )
+
+
+class Cost(BaseModel):
+    """Price of a call, in 1T units: a fixed part plus metered tokens and compute units."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    per_call: float = Field(default=0.0, ge=0)
+    per_token: float = Field(default=0.0, ge=0)
+    per_compute_unit: float = Field(default=0.0, ge=0)
+
+    def price(self, tokens_used: int, compute_units: float) -> float:
+        return self.per_call + tokens_used * self.per_token + compute_units * self.per_compute_unit
+
+
+class ToolManifest(BaseModel):
+    """One catalog entry. `category` and `action` have no default: unclassified tools are refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool_id: str
+    version: str = Field(default="1.0.0", max_length=32)
+    category: Literal["A", "B", "C", "D"]
+    action: Literal["read", "write"]
+    risk: Literal["low", "medium", "high", "critical"] | None = None
+    cost: Cost = Cost()
+    network: bool = False
+    requires_approval: bool = False
+    description: str = Field(max_length=2_000)
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+    timeout_ms: int | None = Field(default=None, gt=0)
+
+    @field_validator("tool_id")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not is_valid_tool_name(value):
+            raise ValueError(
+                f"tool name must match {TOOL_NAME_RE.pattern} and be at most {TOOL_NAME_MAX} chars"
+            )
+        return value
+
+    @field_validator("input_schema", "output_schema")
+    @classmethod
+    def _schema(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            Draft202012Validator.check_schema(value)
+        except SchemaError as exc:
+            raise ValueError(f"not a valid JSON Schema: {exc.message}") from exc
+        if value.get("type") != "object":
+            raise ValueError("a tool's schemas must describe a JSON object")
+        return value
+
+    @model_validator(mode="after")
+    def _defaults(self) -> ToolManifest:
+        spec = CATEGORIES[self.category]
+        # Fill derived defaults; frozen models are filled through object.__setattr__.
+        if self.risk is None:
+            object.__setattr__(self, "risk", spec.default_risk)
+        if self.timeout_ms is None:
+            object.__setattr__(self, "timeout_ms", spec.timeout_ms)
+        elif self.timeout_ms > spec.timeout_ms:
+            raise ValueError(
+                f"timeout_ms {self.timeout_ms} exceeds category {self.category}'s {spec.timeout_ms}"
+            )
+        if self.category == "D" and not self.requires_approval:
+            object.__setattr__(self, "requires_approval", True)
+        return self
+
+    @property
+    def name(self) -> str:
+        return self.tool_id
+
+    @property
+    def capability(self) -> str:
+        return f"tool.{self.tool_id}.invoke"
+
+    @property
+    def subject(self) -> str:
+        return f"tools.{self.tool_id}.invoke"
+
+    @property
+    def deadline_ms(self) -> int:
+        assert self.timeout_ms is not None
+        return self.timeout_ms
+
+    def entry(self, *, available: bool) -> dict[str, Any]:
+        """The catalog entry as the API shows it."""
+        data = self.model_dump(mode="json")
+        data["capability"] = self.capability
+        data["available"] = available
+        return data

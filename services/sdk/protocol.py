@@ -1,0 +1,73 @@
+"""The wire convention between the proxy and services: subjects, headers, request and reply."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# Subjects. Tool names are validated before they are ever put into a subject.
+ANNOUNCE_SUBJECT = "toolproxy.catalog.announce"
+DISCOVER_SUBJECT = "toolproxy.catalog.discover"
+GOODBYE_SUBJECT = "toolproxy.catalog.goodbye"
+
+
+def invoke_subject(tool: str) -> str:
+    return f"tools.{tool}.invoke"
+
+
+def queue_group(tool: str) -> str:
+    return f"svc.{tool}"
+
+
+# Headers carried by every invocation; services bind them into their logs.
+H_CALL_ID = "Toolproxy-Call-Id"
+H_DECISION_ID = "Toolproxy-Decision-Id"
+H_TEAM_ID = "Toolproxy-Team-Id"
+H_AGENT_ID = "Toolproxy-Agent-Id"
+H_RUN_ID = "Toolproxy-Run-Id"
+H_DEADLINE = "Toolproxy-Deadline"  # absolute, unix epoch milliseconds
+H_CONFIDENTIAL = "Toolproxy-Confidential"
+
+
+class ToolRequest(BaseModel):
+    """What a service receives: validated args and the trusted call context."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    args: dict[str, Any]
+    context: dict[str, Any] = Field(default_factory=dict)
+
+
+class ReplyError(BaseModel):
+    code: str = Field(max_length=64)
+    message: str = Field(max_length=2_000)
+
+
+class ToolReply(BaseModel):
+    """What a service answers: an output and its metering, or its own error."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    ok: bool
+    output: Any = None
+    error: ReplyError | None = None
+    tokens_used: int = Field(default=0, ge=0)
+    compute_units: float = Field(default=0.0, ge=0)
+
+
+class Announcement(BaseModel):
+    """A service instance's heartbeat: the manifests of the tools it serves right now."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    service: str = Field(max_length=64)
+    instance: str = Field(max_length=64)
+    heartbeat_s: float = Field(gt=0, le=60)
+    tools: list[dict[str, Any]] = Field(max_length=256)
+
+
+class Goodbye(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    instance: str = Field(max_length=64)

@@ -1,0 +1,255 @@
+"""A service: declared tools served in NATS queue groups, with catalog heartbeats."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import structlog
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from pydantic import ValidationError
+
+from services.sdk import protocol as p
+from services.sdk.errors import ManifestError, ToolError
+from services.sdk.manifest import ToolManifest
+
+log = structlog.get_logger("toolproxy.service")
+
+
+@dataclass(frozen=True, slots=True)
+class CallContext:
+    """The trusted identity and deadline of one invocation, as the proxy forwarded them."""
+
+    call_id: str
+    decision_id: str
+    team_id: str
+    agent_id: str
+    run_id: str | None
+    deadline: float  # time.time() seconds
+    confidential: bool = False
+
+    def remaining(self) -> float:
+        return self.deadline - time.time()
+
+
+@dataclass(slots=True)
+class ToolResult:
+    """An output with its metering; a handler may also return a plain dict (no metering)."""
+
+    output: dict[str, Any]
+    tokens_used: int = 0
+    compute_units: float = 0.0
+
+
+Handler = Callable[[dict[str, Any], CallContext], Awaitable["ToolResult | dict[str, Any]"]]
+
+
+@dataclass(slots=True)
+class ToolDef:
+    manifest: ToolManifest
+    handler: Handler
+    _validator: Draft202012Validator | None = None
+
+    def check_args(self, args: dict[str, Any]) -> None:
+        """Defense in depth: the proxy validated already, but a service never trusts the bus."""
+        if self._validator is None:
+            self._validator = Draft202012Validator(self.manifest.input_schema)
+        error = best_match(self._validator.iter_errors(args))
+        if error is not None:
+            where = error.json_path
+            raise ToolError(f"invalid args: {where}: {_short(error.message)}", code="invalid_args")
+
+
+def tool(**manifest: Any) -> Callable[[Handler], ToolDef]:
+    """Declare a tool: `@tool(tool_id=..., category=..., action=..., input_schema=..., ...)`.
+
+    Raises ManifestError at import time for an unclassified or malformed declaration.
+    """
+
+    def wrap(handler: Handler) -> ToolDef:
+        return ToolDef(manifest=make_manifest(manifest), handler=handler)
+
+    return wrap
+
+
+def make_manifest(fields: dict[str, Any]) -> ToolManifest:
+    missing = [k for k in ("category", "action") if k not in fields]
+    if missing:
+        raise ManifestError(
+            f"tool {fields.get('tool_id')!r} is unclassified: {', '.join(missing)} must be explicit"
+        )
+    try:
+        return ToolManifest.model_validate(fields)
+    except ValidationError as exc:
+        raise ManifestError(f"tool {fields.get('tool_id')!r}: {exc}") from exc
+
+
+@dataclass
+class Service:
+    """A named group of tools. `start()` subscribes and announces; `stop()` says goodbye."""
+
+    name: str
+    tools: list[ToolDef]
+    heartbeat_s: float = 2.0
+    max_concurrency: int = 256
+    instance: str = field(default_factory=lambda: uuid.uuid4().hex)
+    _nc: NATS | None = field(default=None, init=False)
+    _subs: list[Subscription] = field(default_factory=list, init=False)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
+    _heartbeat: asyncio.Task[None] | None = field(default=None, init=False)
+    _slots: asyncio.Semaphore | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        names = [t.manifest.tool_id for t in self.tools]
+        if len(names) != len(set(names)):
+            raise ManifestError(f"service {self.name!r} declares a tool twice")
+
+    @property
+    def manifests(self) -> list[ToolManifest]:
+        return [t.manifest for t in self.tools]
+
+    async def start(self, nc: NATS) -> None:
+        self._nc = nc
+        self._slots = asyncio.Semaphore(self.max_concurrency)
+        for t in self.tools:
+            sub = await nc.subscribe(
+                p.invoke_subject(t.manifest.tool_id),
+                queue=p.queue_group(t.manifest.tool_id),
+                cb=self._dispatcher(t),
+            )
+            self._subs.append(sub)
+        self._subs.append(await nc.subscribe(p.DISCOVER_SUBJECT, cb=self._on_discover))
+        await nc.flush()
+        await self.announce()
+        self._heartbeat = asyncio.create_task(self._beat(), name=f"heartbeat:{self.name}")
+
+    async def stop(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            self._heartbeat = None
+        nc = self._nc
+        for sub in self._subs:
+            try:
+                await sub.unsubscribe()
+            except Exception:  # connection already closed: nothing left to unsubscribe
+                pass
+        self._subs.clear()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=5)
+        if nc is not None and nc.is_connected:
+            body = p.Goodbye(instance=self.instance).model_dump_json().encode()
+            await nc.publish(p.GOODBYE_SUBJECT, body)
+            await nc.flush()
+
+    async def announce(self) -> None:
+        assert self._nc is not None
+        body = p.Announcement(
+            service=self.name,
+            instance=self.instance,
+            heartbeat_s=self.heartbeat_s,
+            tools=[m.model_dump(mode="json") for m in self.manifests],
+        )
+        await self._nc.publish(p.ANNOUNCE_SUBJECT, body.model_dump_json().encode())
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            try:
+                await self.announce()
+            except Exception as exc:  # reconnecting: the next beat will tell
+                log.warning("announce_failed", service=self.name, error=str(exc))
+
+    async def _on_discover(self, msg: Msg) -> None:
+        await self.announce()
+
+    def _dispatcher(self, t: ToolDef) -> Callable[[Msg], Awaitable[None]]:
+        # nats-py runs one callback at a time per subscription: hand each message to its own
+        # task so a slow call never blocks the next one; the semaphore bounds concurrency.
+        async def on_msg(msg: Msg) -> None:
+            assert self._slots is not None
+            await self._slots.acquire()
+            task = asyncio.create_task(self._handle(t, msg))
+            self._tasks.add(task)
+            task.add_done_callback(self._done)
+
+        return on_msg
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        assert self._slots is not None
+        self._slots.release()
+
+    async def _handle(self, t: ToolDef, msg: Msg) -> None:
+        headers = msg.headers or {}
+        ctx = _context(headers, t.manifest.deadline_ms)
+        bound = structlog.contextvars.bound_contextvars(
+            call_id=ctx.call_id, decision_id=ctx.decision_id, tool=t.manifest.tool_id
+        )
+        with bound:
+            reply = await self._run(t, msg.data, ctx)
+            if ctx.remaining() <= 0:
+                log.info("reply_after_deadline_dropped")
+                return
+            try:
+                await msg.respond(orjson.dumps(reply))
+            except Exception as exc:
+                log.warning("reply_failed", error=str(exc))
+
+    async def _run(self, t: ToolDef, data: bytes, ctx: CallContext) -> dict[str, Any]:
+        try:
+            request = p.ToolRequest.model_validate_json(data)
+        except ValidationError:
+            return _error("bad_request", "the request is not a tool request")
+        try:
+            t.check_args(request.args)
+            async with asyncio.timeout(max(ctx.remaining(), 0.0)):
+                result = await t.handler(request.args, ctx)
+        except ToolError as exc:
+            return _error(exc.code, exc.message)
+        except TimeoutError:
+            log.info("deadline_exceeded")
+            return _error("timeout", "the tool did not finish before its deadline")
+        except Exception:
+            log.exception("tool_crashed")
+            return _error("tool_error", "the tool failed unexpectedly")
+        if isinstance(result, ToolResult):
+            return {
+                "ok": True,
+                "output": result.output,
+                "tokens_used": result.tokens_used,
+                "compute_units": result.compute_units,
+            }
+        return {"ok": True, "output": result}
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _error(code: str, message: str) -> dict[str, Any]:
+    return {"ok": False, "error": {"code": code[:64], "message": _short(message, 1000)}}
+
+
+def _context(headers: dict[str, str], default_ms: int) -> CallContext:
+    try:
+        deadline = int(headers[p.H_DEADLINE]) / 1000.0
+    except (KeyError, ValueError):
+        deadline = time.time() + default_ms / 1000.0
+    return CallContext(
+        call_id=headers.get(p.H_CALL_ID, ""),
+        decision_id=headers.get(p.H_DECISION_ID, ""),
+        team_id=headers.get(p.H_TEAM_ID, ""),
+        agent_id=headers.get(p.H_AGENT_ID, ""),
+        run_id=headers.get(p.H_RUN_ID) or None,
+        deadline=deadline,
+        confidential=headers.get(p.H_CONFIDENTIAL) == "1",
+    )

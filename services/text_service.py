@@ -1,0 +1,180 @@
+"""The `text` tool (category A): case, trim, truncate, slugify, counts and bounded regex search."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+from services import text_ops as ops
+from services.sdk import CallContext, Cost, Service, ToolError, tool
+
+# Parameters each op takes (besides `op` and `text`), and which of them are required.
+OP_PARAMS: dict[str, tuple[set[str], set[str]]] = {
+    "upper": (set(), set()),
+    "lower": (set(), set()),
+    "title": (set(), set()),
+    "trim": (set(), set()),
+    "truncate": ({"max_length", "ellipsis"}, {"max_length"}),
+    "slugify": (set(), set()),
+    "word_count": (set(), set()),
+    "char_count": (set(), set()),
+    "regex_find": ({"pattern", "flags", "max_matches"}, {"pattern"}),
+}
+_ALL_PARAMS = {"max_length", "ellipsis", "pattern", "flags", "max_matches"}
+
+
+def _op_rules() -> list[dict[str, Any]]:
+    """One if/then per op: its required params, and every other op's params forbidden."""
+    rules = []
+    for op, (allowed, required) in OP_PARAMS.items():
+        then: dict[str, Any] = {"properties": {p: False for p in sorted(_ALL_PARAMS - allowed)}}
+        if required:
+            then["required"] = sorted(required)
+        rules.append(
+            {"if": {"properties": {"op": {"const": op}}, "required": ["op"]}, "then": then}
+        )
+    return rules
+
+
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "op": {
+            "enum": list(OP_PARAMS),
+            "description": (
+                "upper|lower|title|trim -> {text}; truncate (max_length, ellipsis) -> "
+                "{text, truncated}; slugify -> {text}; word_count|char_count -> {count}; "
+                "regex_find (pattern, flags, max_matches) -> {matches, truncated}."
+            ),
+        },
+        "text": {"type": "string", "maxLength": ops.MAX_TEXT_CHARS},
+        "max_length": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": ops.MAX_TEXT_CHARS,
+            "description": "truncate: the most code points kept, the ellipsis included.",
+        },
+        "ellipsis": {
+            "type": "string",
+            "maxLength": 16,
+            "description": 'truncate: appended when text is cut; default "…".',
+        },
+        "pattern": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": ops.MAX_PATTERN_CHARS,
+            "description": (
+                "regex_find: a regular expression (Python `regex` syntax); matching stops "
+                f"with an error after {ops.REGEX_TIMEOUT_S} s."
+            ),
+        },
+        "flags": {
+            "type": "array",
+            "items": {"enum": list(ops.FLAGS)},
+            "maxItems": len(ops.FLAGS),
+            "uniqueItems": True,
+        },
+        "max_matches": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": ops.MAX_MATCHES,
+            "default": ops.DEFAULT_MATCHES,
+        },
+    },
+    "required": ["op", "text"],
+    "additionalProperties": False,
+    "allOf": _op_rules(),
+}
+
+_MATCH: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "match": {"type": "string"},
+        "start": {"type": "integer"},
+        "end": {"type": "integer"},
+        "groups": {"type": "array", "items": {"type": ["string", "null"]}},
+    },
+    "required": ["match", "start", "end", "groups"],
+    "additionalProperties": False,
+}
+
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "text": {"type": "string"},
+        "count": {"type": "integer", "minimum": 0},
+        "matches": {"type": "array", "items": _MATCH},
+        "truncated": {"type": "boolean"},
+    },
+    "additionalProperties": False,
+}
+
+_VALIDATOR = Draft202012Validator(INPUT_SCHEMA)
+
+
+def _check(args: object) -> dict[str, Any]:
+    error = best_match(_VALIDATOR.iter_errors(args))
+    if error is not None:
+        if error.schema is False and isinstance(args, dict):  # a parameter of another op
+            op = args.get("op")
+            extra = sorted(set(args) - {"op", "text"} - OP_PARAMS.get(op, (set(), set()))[0])
+            raise ToolError(f"invalid arguments: {', '.join(extra)} does not apply to op {op!r}")
+        raise ToolError(f"invalid arguments: {error.message}")
+    assert isinstance(args, dict)
+    return args
+
+
+def run(args: dict[str, Any]) -> dict[str, Any]:
+    """Apply one op to already validated args."""
+    op, text = args["op"], args["text"]
+    if op in ("upper", "lower", "title", "trim", "slugify"):
+        return {"text": getattr(ops, op)(text)}
+    if op == "truncate":
+        cut, truncated = ops.truncate(
+            text, args["max_length"], args.get("ellipsis", ops.DEFAULT_ELLIPSIS)
+        )
+        return {"text": cut, "truncated": truncated}
+    if op == "word_count":
+        return {"count": ops.word_count(text)}
+    if op == "char_count":
+        return {"count": ops.char_count(text)}
+    if op == "regex_find":
+        return ops.regex_find(
+            text,
+            args["pattern"],
+            args.get("flags", []),
+            args.get("max_matches", ops.DEFAULT_MATCHES),
+        )
+    raise ToolError(f"unknown op {op!r}")
+
+
+@tool(
+    tool_id="text",
+    version="1.0.0",
+    category="A",
+    action="read",
+    description=(
+        "Text utilities: upper, lower, title, trim, truncate, slugify, word_count, char_count "
+        "and regex_find (time-bounded). Lengths are in Unicode code points."
+    ),
+    input_schema=INPUT_SCHEMA,
+    output_schema=OUTPUT_SCHEMA,
+    cost=Cost(per_call=0.00002),
+    network=False,
+)
+async def text_tool(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    checked = _check(args)
+    try:
+        if checked["op"] == "regex_find":
+            # Matching may run for up to its timeout: keep the event loop free meanwhile.
+            return await asyncio.to_thread(run, checked)
+        return run(checked)
+    except ops.TextError as exc:
+        raise ToolError(str(exc)) from None
+
+
+def service() -> Service:
+    return Service(name="text", tools=[text_tool])

@@ -1,0 +1,1 @@
+"""Toolproxy's test suites: real Postgres, real NATS with JetStream, real Rego."""

@@ -1,0 +1,115 @@
+"""Session fixtures: one real Postgres and one real NATS (JetStream) for the whole run."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import asyncpg
+import pytest
+
+from proxy.db import create_pool, migrate
+from tests.infra import fresh_database, nats_server, postgres_server
+
+
+@pytest.fixture(scope="session")
+async def pg_server_url() -> AsyncIterator[str]:
+    async with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+async def database_url(pg_server_url: str) -> AsyncIterator[str]:
+    """A freshly migrated database shared by the session; tests isolate by random team ids."""
+    async with fresh_database(pg_server_url) as url:
+        await migrate(url)
+        yield url
+
+
+@pytest.fixture(scope="session")
+async def db_pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
+    pool = await create_pool(database_url, min_size=1, max_size=10)
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+@pytest.fixture(scope="session")
+async def nats_url() -> AsyncIterator[str]:
+    async with nats_server() as url:
+        yield url
+
+
+# --- the proxy under test ------------------------------------------------------------------
+
+import uuid  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from aiohttp.test_utils import TestClient  # noqa: E402
+from pydantic import SecretStr  # noqa: E402
+
+from proxy import appkeys  # noqa: E402
+from proxy.app import create_app  # noqa: E402
+from proxy.bus import close as close_nats
+from proxy.bus import connect  # noqa: E402
+from proxy.config import Settings  # noqa: E402
+from proxy.tokens import mint  # noqa: E402
+from services.builtin import BUILTIN_TOOLS, builtin_services  # noqa: E402
+from services.sdk import Service  # noqa: E402
+
+TEST_SECRET = "test-secret-" + "x" * 40
+
+
+@pytest.fixture(scope="session")
+async def builtin(db_pool: asyncpg.Pool, nats_url: str) -> AsyncIterator[list[Service]]:
+    """The built-in services, running for the whole session on the test NATS."""
+    nc = await connect(nats_url, name="test-services")
+    services = builtin_services(db_pool)
+    for s in services:
+        await s.start(nc)
+    try:
+        yield services
+    finally:
+        for s in services:
+            await s.stop()
+        await close_nats(nc)
+
+
+@pytest.fixture
+def settings(database_url: str, nats_url: str, tmp_path: Path) -> Settings:
+    return Settings(
+        database_url=SecretStr(database_url),
+        nats_url=nats_url,
+        data_dir=tmp_path / "data",
+        jwt_secret=SecretStr(TEST_SECRET),
+        log_level="warning",
+    )
+
+
+@pytest.fixture
+async def client(
+    aiohttp_client: Callable[..., object], settings: Settings, builtin: list[Service]
+) -> TestClient:
+    app = create_app(settings)
+    c: TestClient = await aiohttp_client(app)  # type: ignore[misc]
+    await app[appkeys.CATALOG].wait_available(list(BUILTIN_TOOLS), timeout=10)
+    return c
+
+
+@pytest.fixture
+def token(settings: Settings) -> Callable[..., str]:
+    def make(agent: str = "agent-1", team: str = "team-1", role: str = "agent", ttl: int = 600) -> str:
+        return mint(settings, agent_id=agent, team_id=team, role=role, ttl_s=ttl)  # type: ignore[arg-type]
+
+    return make
+
+
+@pytest.fixture
+def team() -> str:
+    """A fresh team id per test: grants, usage and tasks never leak between tests."""
+    return f"t_{uuid.uuid4().hex[:10]}"
+
+
+def bearer(tok: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {tok}"}

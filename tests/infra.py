@@ -1,0 +1,117 @@
+"""Real infrastructure for tests: Postgres and NATS from env URLs, Docker, or the pip binaries."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+from proxy.embedded.nats import EmbeddedNats
+from proxy.embedded.ports import free_port
+from proxy.embedded.postgres import EmbeddedPostgres
+
+
+def _docker_answers() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    try:
+        import docker  # installed with testcontainers
+
+        docker.from_env(timeout=2).ping()
+    except Exception:
+        return False
+    return True
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A temp dir the unprivileged Postgres user can traverse (pytest's tmp dirs are 0700)."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    path.chmod(0o755)
+    return path
+
+
+@contextlib.asynccontextmanager
+async def postgres_server() -> AsyncIterator[str]:
+    """Yields a server URL (admin database) for the session."""
+    env = os.environ.get("TOOLPROXY_TEST_DATABASE_URL")
+    if env:
+        yield env
+        return
+    if _docker_answers():
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer("postgres:16-alpine", driver=None) as pg:
+            yield pg.get_connection_url()
+        return
+    root = scratch_dir("toolproxy-test-pg-")
+    server = EmbeddedPostgres(root / "pg", free_port())
+    server.prepare()
+    server.start(root / "postgres.log")
+    try:
+        await server.wait_ready()
+        yield server.url("postgres")
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _nats_container() -> Iterator[str]:
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.waiting_utils import wait_for_logs
+
+    with DockerContainer("nats:2.10-alpine").with_command("-js").with_exposed_ports(4222) as c:
+        wait_for_logs(c, "Server is ready")
+        yield f"nats://{c.get_container_host_ip()}:{c.get_exposed_port(4222)}"
+
+
+@contextlib.asynccontextmanager
+async def nats_server() -> AsyncIterator[str]:
+    env = os.environ.get("TOOLPROXY_TEST_NATS_URL")
+    if env:
+        yield env
+        return
+    if _docker_answers():
+        with _nats_container() as url:
+            yield url
+        return
+    root = scratch_dir("toolproxy-test-nats-")
+    server = EmbeddedNats(root / "js", free_port())
+    server.start(root / "nats.log")
+    try:
+        await server.wait_ready()
+        yield server.url
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def with_database(url: str, database: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{database}"))
+
+
+@contextlib.asynccontextmanager
+async def fresh_database(server_url: str) -> AsyncIterator[str]:
+    """A new, empty database on the server, dropped afterwards."""
+    name = f"tp_test_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(server_url)
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    try:
+        yield with_database(server_url, name)
+    finally:
+        admin = await asyncpg.connect(server_url)
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await admin.close()
