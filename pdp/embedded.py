@@ -57,8 +57,11 @@ class EmbeddedEngine:
             raise EngineError(f"evaluation failed: {exc}") from exc
         if not out.ok():
             raise EngineError(f"evaluation failed: {out}")
+        text = str(out)
+        if text == "undefined":
+            return None
         try:
-            result = orjson.loads(str(out))
+            result = orjson.loads(text)
         except orjson.JSONDecodeError as exc:
             raise EngineError("unreadable engine output") from exc
         expressions = result.get("expressions") if isinstance(result, dict) else None

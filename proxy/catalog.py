@@ -30,10 +30,18 @@ class _Tool:
     manifest: ToolManifest
     digest: str
     instances: dict[str, float] = field(default_factory=dict)  # instance -> expiry (monotonic)
+    raw_digest: str = ""  # of the announced JSON, before validation
 
 
 def _digest(manifest: ToolManifest) -> str:
-    return hashlib.sha256(orjson.dumps(manifest.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)).hexdigest()
+    return _raw_digest(manifest.model_dump(mode="json"))
+
+
+def _raw_digest(raw: object) -> str:
+    try:
+        return hashlib.sha256(orjson.dumps(raw, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    except TypeError:
+        return ""
 
 
 class Catalog:
@@ -55,7 +63,7 @@ class Catalog:
             except ValidationError:
                 log.warning("persisted_manifest_invalid", tool=row["name"])
                 continue
-            self._tools[m.tool_id] = _Tool(m, row["manifest_hash"])
+            self._tools[m.tool_id] = _Tool(m, row["manifest_hash"], raw_digest=_digest(m))
         self._subs.append(await self._nc.subscribe(p.ANNOUNCE_SUBJECT, cb=self._on_announce))
         self._subs.append(await self._nc.subscribe(p.GOODBYE_SUBJECT, cb=self._on_goodbye))
         await self._nc.publish(p.DISCOVER_SUBJECT, b"{}")
@@ -104,6 +112,13 @@ class Catalog:
             return
         expiry = time.monotonic() + ann.heartbeat_s * _MISSED_BEATS
         for raw in ann.tools:
+            # Heartbeats repeat the same manifests: validate (costly: JSON Schema meta-checks)
+            # only what is new or changed; an identical raw manifest just refreshes liveness.
+            raw_digest = _raw_digest(raw)
+            known = self._tools.get(raw.get("tool_id")) if isinstance(raw, dict) else None
+            if known is not None and known.raw_digest == raw_digest:
+                known.instances[ann.instance] = expiry
+                continue
             try:
                 m = ToolManifest.model_validate(raw)
             except ValidationError as exc:
@@ -116,12 +131,12 @@ class Catalog:
                     error=exc.errors()[0]["msg"],
                 )
                 continue
-            self._accept(m, ann.instance, expiry)
+            self._accept(m, ann.instance, expiry, raw_digest)
         self._update_gauges()
         async with self._changed:
             self._changed.notify_all()
 
-    def _accept(self, m: ToolManifest, instance: str, expiry: float) -> None:
+    def _accept(self, m: ToolManifest, instance: str, expiry: float, raw_digest: str) -> None:
         digest = _digest(m)
         known = self._tools.get(m.tool_id)
         if known is None or known.digest != digest:
@@ -139,6 +154,7 @@ class Catalog:
             task = asyncio.create_task(self._persist(m, digest))
             self._persist_tasks.add(task)
             task.add_done_callback(self._persist_tasks.discard)
+        known.raw_digest = raw_digest
         known.instances[instance] = expiry
 
     async def _persist(self, m: ToolManifest, digest: str) -> None:

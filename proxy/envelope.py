@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from proxy.identity import ID_RE
+from proxy.identity import ID_PATTERN
 
 
 class CallContext(BaseModel):
@@ -14,7 +14,7 @@ class CallContext(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    agent_run_id: str | None = Field(default=None, pattern=ID_RE.pattern, max_length=64)
+    agent_run_id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=64)
     team_id: str | None = Field(default=None, max_length=64)
     confidential: bool = False
 

@@ -83,7 +83,7 @@ class TokenVerifier:
         self._leeway = settings.jwt_leeway_s
 
     def verify(self, token: str) -> Identity:
-        if len(token) > 8192:
+        if len(token) > 4096:
             raise Unauthenticated("token too long")
         try:
             claims: dict[str, Any] = jwt.decode(

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
-
 from services import calendar_ops as ops
 from services.sdk import CallContext, Cost, Service, ToolError, tool
 
@@ -141,21 +138,6 @@ OUTPUT_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-_VALIDATOR = Draft202012Validator(INPUT_SCHEMA)
-
-
-def _check(args: object) -> dict[str, Any]:
-    error = best_match(_VALIDATOR.iter_errors(args))
-    if error is not None:
-        if error.schema is False and isinstance(args, dict):  # a parameter of another op
-            op = args.get("op")
-            extra = sorted(set(args) - {"op"} - OP_PARAMS.get(op, (set(), set()))[0])
-            raise ToolError(f"invalid arguments: {', '.join(extra)} does not apply to op {op!r}")
-        raise ToolError(f"invalid arguments: {error.message}")
-    assert isinstance(args, dict)
-    return args
-
-
 def run(args: dict[str, Any]) -> dict[str, Any]:
     """Apply one op to already validated args."""
     op = args["op"]
@@ -189,9 +171,8 @@ def run(args: dict[str, Any]) -> dict[str, Any]:
     network=False,
 )
 async def calendar_tool(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    checked = _check(args)
     try:
-        return run(checked)
+        return run(args)
     except ops.CalendarError as exc:
         raise ToolError(str(exc)) from None
 

@@ -5,9 +5,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
-
 from services.embedding_hash import (
     DIMENSIONS,
     MAX_TEXT_CHARS,
@@ -57,17 +54,6 @@ OUTPUT_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-_VALIDATOR = Draft202012Validator(INPUT_SCHEMA)
-
-
-def _check(args: object) -> dict[str, Any]:
-    error = best_match(_VALIDATOR.iter_errors(args))
-    if error is not None:
-        raise ToolError(f"invalid arguments: {error.message}")
-    assert isinstance(args, dict)
-    return args
-
-
 def run(args: dict[str, Any]) -> dict[str, Any]:
     texts = [args["text"]] if "text" in args else args["texts"]
     return {"model": MODEL, "dimensions": DIMENSIONS, "embeddings": embed_many(texts)}
@@ -89,9 +75,8 @@ def run(args: dict[str, Any]) -> dict[str, Any]:
     network=False,
 )
 async def embeddings_tool(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    checked = _check(args)
     try:
-        return await asyncio.to_thread(run, checked)
+        return await asyncio.to_thread(run, args)
     except EmbeddingError as exc:
         raise ToolError(str(exc)) from None
 

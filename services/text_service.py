@@ -5,9 +5,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
-
 from services import text_ops as ops
 from services.sdk import CallContext, Cost, Service, ToolError, tool
 
@@ -112,21 +109,6 @@ OUTPUT_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-_VALIDATOR = Draft202012Validator(INPUT_SCHEMA)
-
-
-def _check(args: object) -> dict[str, Any]:
-    error = best_match(_VALIDATOR.iter_errors(args))
-    if error is not None:
-        if error.schema is False and isinstance(args, dict):  # a parameter of another op
-            op = args.get("op")
-            extra = sorted(set(args) - {"op", "text"} - OP_PARAMS.get(op, (set(), set()))[0])
-            raise ToolError(f"invalid arguments: {', '.join(extra)} does not apply to op {op!r}")
-        raise ToolError(f"invalid arguments: {error.message}")
-    assert isinstance(args, dict)
-    return args
-
-
 def run(args: dict[str, Any]) -> dict[str, Any]:
     """Apply one op to already validated args."""
     op, text = args["op"], args["text"]
@@ -166,12 +148,11 @@ def run(args: dict[str, Any]) -> dict[str, Any]:
     network=False,
 )
 async def text_tool(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
-    checked = _check(args)
     try:
-        if checked["op"] == "regex_find":
+        if args["op"] == "regex_find":
             # Matching may run for up to its timeout: keep the event loop free meanwhile.
-            return await asyncio.to_thread(run, checked)
-        return run(checked)
+            return await asyncio.to_thread(run, args)
+        return run(args)
     except ops.TextError as exc:
         raise ToolError(str(exc)) from None
 

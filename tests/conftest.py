@@ -42,6 +42,7 @@ async def nats_url() -> AsyncIterator[str]:
 
 # --- the proxy under test ------------------------------------------------------------------
 
+import asyncio  # noqa: E402
 import uuid  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -57,15 +58,16 @@ from proxy.config import Settings  # noqa: E402
 from proxy.tokens import mint  # noqa: E402
 from services.builtin import BUILTIN_TOOLS, builtin_services  # noqa: E402
 from services.sdk import Service  # noqa: E402
+from tests.fixture_services import TEST_TOOLS, testsvc_service  # noqa: E402
 
 TEST_SECRET = "test-secret-" + "x" * 40
 
 
 @pytest.fixture(scope="session")
 async def builtin(db_pool: asyncpg.Pool, nats_url: str) -> AsyncIterator[list[Service]]:
-    """The built-in services, running for the whole session on the test NATS."""
+    """The built-in services and the test services, running for the whole session."""
     nc = await connect(nats_url, name="test-services")
-    services = builtin_services(db_pool)
+    services = [*builtin_services(db_pool), testsvc_service()]
     for s in services:
         await s.start(nc)
     try:
@@ -93,7 +95,7 @@ async def client(
 ) -> TestClient:
     app = create_app(settings)
     c: TestClient = await aiohttp_client(app)  # type: ignore[misc]
-    await app[appkeys.CATALOG].wait_available(list(BUILTIN_TOOLS), timeout=10)
+    await app[appkeys.CATALOG].wait_available([*BUILTIN_TOOLS, *TEST_TOOLS], timeout=10)
     return c
 
 
@@ -113,3 +115,52 @@ def team() -> str:
 
 def bearer(tok: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {tok}"}
+
+
+class BusSpy:
+    """A raw NATS subscriber on tools.> : proves what was (not) published to services."""
+
+    def __init__(self) -> None:
+        self.subjects: list[str] = []
+
+    async def settle(self, nc: object) -> None:
+        await nc.flush()  # type: ignore[attr-defined]
+        await asyncio.sleep(0.05)
+
+
+@pytest.fixture
+async def bus_spy(nats_url: str) -> AsyncIterator[BusSpy]:
+    import nats as nats_client
+
+    spy = BusSpy()
+    nc = await nats_client.connect(nats_url)
+
+    async def on_msg(msg: object) -> None:
+        spy.subjects.append(msg.subject)  # type: ignore[attr-defined]
+
+    await nc.subscribe("tools.>", cb=on_msg)
+    await nc.flush()
+    spy.settle = lambda: BusSpy.settle(spy, nc)  # type: ignore[method-assign,assignment,misc]
+    try:
+        yield spy
+    finally:
+        await nc.close()
+
+
+async def grant(client: TestClient, token_factory: Callable[..., str], team_id: str,
+                capability: str, agent_id: str | None = None) -> None:
+    admin = token_factory(agent="root", team="ops", role="admin")
+    r = await client.post(
+        "/v1/admin/grants",
+        json={"team_id": team_id, "agent_id": agent_id, "capability": capability},
+        headers=bearer(admin),
+    )
+    assert r.status == 201, await r.text()
+
+
+async def invoke(client: TestClient, tok: str, tool: str, args: dict | None = None,
+                 **extra: object) -> tuple[int, dict]:
+    body: dict[str, object] = {"tool": tool, "args": args or {}}
+    body.update(extra)
+    r = await client.post("/v1/tools/invoke", json=body, headers=bearer(tok))
+    return r.status, await r.json()

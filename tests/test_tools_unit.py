@@ -1,4 +1,4 @@
-"""Unit tests of the category-A tools: pure logic, handlers called directly, manifests."""
+"""Unit tests of the category-A tools: pure logic, handlers (direct and via the SDK), manifests."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from services.memory_service import memory_tool
 from services.sdk import CallContext, ToolError
 from services.sdk.service import ToolDef
 from services.text_service import text_tool
+from tests.tool_harness import run_tool
 
 SERVICE_MODULES = {
     "math": "services.math_service",
@@ -48,6 +49,11 @@ async def call(tool_def: ToolDef, args: dict[str, Any]) -> dict[str, Any]:
     Draft202012Validator(tool_def.manifest.output_schema).validate(result)
     assert orjson.loads(orjson.dumps(result)) == result
     return result
+
+
+def invalid(message: str) -> dict[str, Any]:
+    """The SDK's reply to args that do not match the tool's input schema."""
+    return {"ok": False, "error": {"code": "invalid_args", "message": f"invalid args: {message}"}}
 
 
 # ---------------------------------------------------------------- math
@@ -169,12 +175,19 @@ async def test_math_handler() -> None:
         "value": 1.2676506002282294e30, "exact": "1267650600228229401496703205376"}
     with pytest.raises(ToolError, match="division by zero"):
         await call(math_tool, {"expr": "1/0"})
-    with pytest.raises(ToolError, match="invalid arguments"):
-        await call(math_tool, {"expr": 2})
-    with pytest.raises(ToolError, match="invalid arguments"):
-        await call(math_tool, {"expr": "1", "extra": True})
     with pytest.raises(ToolError, match="exponents are limited"):
         await call(math_tool, {"expr": "9**9**9"})
+
+
+async def test_math_through_the_sdk() -> None:
+    ok = {"ok": True, "output": {"value": 14}}
+    assert await run_tool(math_tool, {"expr": "2+3*4"}, ctx()) == ok
+    assert await run_tool(math_tool, {"expr": "1/0"}, ctx()) == {
+        "ok": False, "error": {"code": "tool_error", "message": "division by zero"}}
+    assert await run_tool(math_tool, {"expr": 2}, ctx()) == invalid(
+        "$.expr: 2 is not of type 'string'")
+    assert await run_tool(math_tool, {"expr": "1", "extra": True}, ctx()) == invalid(
+        "$: Additional properties are not allowed ('extra' was unexpected)")
 
 
 # ---------------------------------------------------------------- text
@@ -220,15 +233,31 @@ async def test_text_ops(note: str, args: dict[str, Any], expected: dict[str, Any
     assert await call(text_tool, args) == expected, note
 
 
-TEXT_REJECTIONS = [
-    ("unknown op", {"op": "reverse", "text": "x"}, "invalid arguments"),
-    ("missing max_length", {"op": "truncate", "text": "x"}, "'max_length' is a required"),
+# Rejected by the input schema, before the handler runs; long values are cut at 200 characters.
+TEXT_INVALID_ARGS = [
+    ("unknown op", {"op": "reverse", "text": "x"},
+     "$.op: 'reverse' is not one of ['upper', 'lower', 'title', 'trim', 'truncate', 'slugify', "
+     "'word_count', 'char_count', 'regex_find']"),
+    ("missing max_length", {"op": "truncate", "text": "x"},
+     "$: 'max_length' is a required property"),
     ("param of another op", {"op": "upper", "text": "x", "pattern": "a"},
-     "pattern does not apply to op 'upper'"),
+     "$: False schema does not allow 'a'"),
     ("unknown flag", {"op": "regex_find", "text": "x", "pattern": "x", "flags": ["verbose"]},
-     "invalid arguments"),
-    ("pattern too long", {"op": "regex_find", "text": "x", "pattern": "a" * 501}, "invalid arg"),
-    ("text too long", {"op": "upper", "text": "x" * 100_001}, "invalid arguments"),
+     "$.flags[0]: 'verbose' is not one of ['ignorecase', 'multiline', 'dotall']"),
+    ("pattern too long", {"op": "regex_find", "text": "x", "pattern": "a" * 501},
+     "$.pattern: '" + "a" * 198 + "…"),
+    ("text too long", {"op": "upper", "text": "x" * 100_001}, "$.text: '" + "x" * 198 + "…"),
+]
+
+
+@pytest.mark.parametrize(
+    ("note", "args", "message"), TEXT_INVALID_ARGS, ids=[c[0] for c in TEXT_INVALID_ARGS]
+)
+async def test_text_invalid_args(note: str, args: dict[str, Any], message: str) -> None:
+    assert await run_tool(text_tool, args, ctx()) == invalid(message), note
+
+
+TEXT_REJECTIONS = [
     ("invalid pattern", {"op": "regex_find", "text": "x", "pattern": "("}, "invalid pattern"),
     ("compile-time blowup",
      {"op": "regex_find", "text": "x", "pattern": "(?:(?:a{100}){100}){100}"},
@@ -381,8 +410,6 @@ CALENDAR_REJECTIONS = [
      "unknown time zone 'Mars/Olympus'"),
     ("a zone directory is not a zone", {"op": "parse", "datetime": "2026-03-08", "tz": "America"},
      "unknown time zone 'America'"),
-    ("path traversal is not a zone", {"op": "parse", "datetime": "2026-03-08", "tz": "../etc"},
-     "invalid arguments"),
     ("ambiguous US/European numeric date", {"op": "parse", "datetime": "03/08/2026"},
      "unrecognized date/time"),
     ("impossible date", {"op": "parse", "datetime": "2026-02-30"}, "unrecognized date/time"),
@@ -396,12 +423,8 @@ CALENDAR_REJECTIONS = [
      "out of range (years 1..9999)"),
     ("bad ISO duration", {"op": "add", "datetime": "2026-03-08", "duration": "P1X"},
      "not an ISO 8601 duration"),
-    ("fractional days", {"op": "add", "datetime": "2026-03-08", "duration": {"days": 1.5}},
-     "invalid arguments"),
     ("duration bound", {"op": "add", "datetime": "2026-03-08", "duration": "P99999Y"},
      "years is limited"),
-    ("param of another op", {"op": "parse", "datetime": "2026-03-08", "to_tz": "UTC"},
-     "to_tz does not apply to op 'parse'"),
     ("bad holiday", {"op": "business_days", "start": "2026-03-02", "end": "2026-03-09",
                      "holidays": ["2026-13-01"]}, "not a valid date"),
 ]
@@ -414,6 +437,23 @@ async def test_calendar_rejections(note: str, args: dict[str, Any], message: str
     with pytest.raises(ToolError) as info:
         await call(calendar_tool, args)
     assert message in info.value.message, note
+
+
+CALENDAR_INVALID_ARGS = [
+    ("path traversal is not a zone", {"op": "parse", "datetime": "2026-03-08", "tz": "../etc"},
+     "$.tz: '../etc' does not match '^[A-Za-z][A-Za-z0-9_+/-]*$'"),
+    ("fractional days", {"op": "add", "datetime": "2026-03-08", "duration": {"days": 1.5}},
+     "$.duration.days: 1.5 is not of type 'integer'"),
+    ("param of another op", {"op": "parse", "datetime": "2026-03-08", "to_tz": "UTC"},
+     "$: False schema does not allow 'UTC'"),
+]
+
+
+@pytest.mark.parametrize(
+    ("note", "args", "message"), CALENDAR_INVALID_ARGS, ids=[c[0] for c in CALENDAR_INVALID_ARGS]
+)
+async def test_calendar_invalid_args(note: str, args: dict[str, Any], message: str) -> None:
+    assert await run_tool(calendar_tool, args, ctx()) == invalid(message), note
 
 
 # ---------------------------------------------------------------- memory
@@ -464,10 +504,10 @@ def test_memory_sentence_splitting() -> None:
 
 async def test_memory_bounds() -> None:
     assert memory_summary.summarize("   ", 3) == memory_summary.Summary([], 0)
-    with pytest.raises(ToolError, match="invalid arguments"):
-        await call(memory_tool, {"text": "x", "max_sentences": 21})
-    with pytest.raises(ToolError, match="invalid arguments"):
-        await call(memory_tool, {"text": "x" * 100_001})
+    assert await run_tool(memory_tool, {"text": "x", "max_sentences": 21}, ctx()) == invalid(
+        "$.max_sentences: 21 is greater than the maximum of 20")
+    assert await run_tool(memory_tool, {"text": "x" * 100_001}, ctx()) == invalid(
+        "$.text: '" + "x" * 198 + "…")
 
 
 # ---------------------------------------------------------------- embeddings
@@ -502,12 +542,12 @@ async def test_embeddings_deterministic_normalized_and_similar() -> None:
 
 
 async def test_embeddings_bounds() -> None:
-    with pytest.raises(ToolError, match="invalid arguments"):
-        await call(embeddings_tool, {"text": "a", "texts": ["b"]})
-    with pytest.raises(ToolError, match="invalid arguments"):
-        await call(embeddings_tool, {})
-    with pytest.raises(ToolError, match="invalid arguments"):
-        await call(embeddings_tool, {"texts": ["x"] * 33})
+    assert await run_tool(embeddings_tool, {"text": "a", "texts": ["b"]}, ctx()) == invalid(
+        "$: {'text': 'a', 'texts': ['b']} has too many properties")
+    assert await run_tool(embeddings_tool, {}, ctx()) == invalid("$: {} should be non-empty")
+    assert await run_tool(embeddings_tool, {"texts": ["x"] * 33}, ctx()) == invalid(
+        "$.texts: [" + ", ".join(["'x'"] * 33) + "] is too long")
+    # The total length is no schema keyword: the handler checks it.
     with pytest.raises(ToolError, match="100000 characters in total"):
         await call(embeddings_tool, {"texts": ["x" * 20_000] * 6})
 

@@ -11,7 +11,7 @@ from pdp.grants import is_valid_capability
 from proxy.appkeys import CATALOG, GRANT_REPO, identity_of
 from proxy.body import read_model
 from proxy.errors import Forbidden, InvalidRequest, NotFound, UnknownTool
-from proxy.identity import ID_RE, Identity, is_valid_id
+from proxy.identity import ID_PATTERN, Identity, is_valid_id
 from proxy.routes.tools import json_response
 
 routes = web.RouteTableDef()
@@ -20,8 +20,8 @@ routes = web.RouteTableDef()
 class GrantRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    team_id: str = Field(pattern=ID_RE.pattern, max_length=64)
-    agent_id: str | None = Field(default=None, pattern=ID_RE.pattern, max_length=64)
+    team_id: str = Field(pattern=ID_PATTERN, max_length=64)
+    agent_id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=64)
     capability: str = Field(max_length=80)
     expires_at: datetime | None = None
 

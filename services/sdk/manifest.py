@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, Literal
 
+import orjson
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -14,6 +16,16 @@ from services.sdk.categories import CATEGORIES
 # ASCII only: fullmatch with re.ASCII so look-alike letters and a trailing newline never pass.
 TOOL_NAME_RE = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*", re.ASCII)
 TOOL_NAME_MAX = 64
+
+
+@functools.lru_cache(maxsize=1024)
+def _schema_problem(canonical: bytes) -> str | None:
+    """Meta-schema check, memoized: heartbeats and replicas re-validate the same schemas."""
+    try:
+        Draft202012Validator.check_schema(orjson.loads(canonical))
+    except SchemaError as exc:
+        return exc.message
+    return None
 
 
 def is_valid_tool_name(name: object) -> bool:
@@ -67,10 +79,9 @@ class ToolManifest(BaseModel):
     @field_validator("input_schema", "output_schema")
     @classmethod
     def _schema(cls, value: dict[str, Any]) -> dict[str, Any]:
-        try:
-            Draft202012Validator.check_schema(value)
-        except SchemaError as exc:
-            raise ValueError(f"not a valid JSON Schema: {exc.message}") from exc
+        problem = _schema_problem(orjson.dumps(value, option=orjson.OPT_SORT_KEYS))
+        if problem is not None:
+            raise ValueError(f"not a valid JSON Schema: {problem}")
         if value.get("type") != "object":
             raise ValueError("a tool's schemas must describe a JSON object")
         return value

@@ -1,0 +1,97 @@
+"""Small services for tests: echo the call context, sleep past deadlines, vanish on demand."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from services.sdk import CallContext, Service, ToolError, tool
+
+OBJ: dict[str, Any] = {"type": "object", "additionalProperties": False}
+
+seen: list[CallContext] = []  # every context the echo tool received (newest last)
+slow_outcomes: list[str] = []  # "finished" or "stopped_at_deadline"
+
+
+@tool(
+    tool_id="testsvc.echo",
+    category="A",
+    action="read",
+    description="Echoes its args and the trusted call context it received.",
+    input_schema={**OBJ, "properties": {"say": {"type": "string", "maxLength": 100}}},
+)
+async def echo(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    seen.append(ctx)
+    return {
+        "said": args.get("say"),
+        "call_id": ctx.call_id,
+        "decision_id": ctx.decision_id,
+        "team_id": ctx.team_id,
+        "agent_id": ctx.agent_id,
+        "run_id": ctx.run_id,
+    }
+
+
+@tool(
+    tool_id="testsvc.slow",
+    category="A",
+    action="read",
+    timeout_ms=300,
+    description="Sleeps for `seconds`; records whether it finished or was stopped at its deadline.",
+    input_schema={**OBJ, "properties": {"seconds": {"type": "number", "minimum": 0, "maximum": 5}}},
+)
+async def slow(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    try:
+        await asyncio.sleep(float(args.get("seconds", 0)))
+    except asyncio.CancelledError:
+        slow_outcomes.append("stopped_at_deadline")
+        raise
+    slow_outcomes.append("finished")
+    return {"slept": args.get("seconds", 0)}
+
+
+@tool(
+    tool_id="testsvc.fail",
+    category="A",
+    action="read",
+    description="Always reports its own error.",
+    input_schema=OBJ,
+)
+async def fail(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    raise ToolError("the widget is broken", code="widget_broken")
+
+
+@tool(
+    tool_id="testsvc.metered",
+    category="B",
+    action="read",
+    description="Reports metering so pricing can be checked.",
+    input_schema={**OBJ, "properties": {"tokens": {"type": "integer", "minimum": 0}}},
+    cost={"per_call": 0.5, "per_token": 0.01, "per_compute_unit": 2.0},
+)
+async def metered(args: dict[str, Any], ctx: CallContext) -> Any:
+    from services.sdk.service import ToolResult
+
+    return ToolResult(output={"ok": True}, tokens_used=int(args.get("tokens", 0)), compute_units=0.25)
+
+
+@tool(
+    tool_id="testsvc.gone",
+    category="A",
+    action="read",
+    description="A tool whose service stops right after announcing it.",
+    input_schema=OBJ,
+)
+async def gone(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    return {}
+
+
+def testsvc_service() -> Service:
+    return Service(name="testsvc", tools=[echo, slow, fail, metered], heartbeat_s=0.5)
+
+
+def gone_service() -> Service:
+    return Service(name="testsvc-gone", tools=[gone], heartbeat_s=0.5)
+
+
+TEST_TOOLS = ("testsvc.echo", "testsvc.slow", "testsvc.fail", "testsvc.metered")

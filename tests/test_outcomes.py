@@ -1,0 +1,208 @@
+"""Every row of DESIGN.md's outcome table that the foundation covers, through real HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from pdp.policy_set import default_policy_dir
+from proxy import appkeys
+from proxy.app import create_app
+from services.sdk.protocol import H_CALL_ID
+from tests import fixture_services
+from tests.conftest import bearer, grant, invoke
+
+
+async def test_completed(client, token, team) -> None:
+    status, body = await invoke(client, token(team=team), "math", {"expr": "2+3*4"},
+                                context={"agent_run_id": "ar_123", "team_id": team})
+    assert status == 200
+    assert body["ok"] is True and body["status"] == "COMPLETED"
+    assert body["output"] == {"value": 14}
+    assert body["tokens_used"] == 0
+    assert body["cost_1t"] == pytest.approx(0.00002)
+    ids = {body["call_id"], body["result_id"], body["decision_id"]}
+    assert len(ids) == 3  # three distinct uuids
+
+
+async def test_tool_error_is_200_failed(client, token, team) -> None:
+    status, body = await invoke(client, token(team=team), "testsvc.fail")
+    assert status == 200
+    assert body["ok"] is False and body["status"] == "FAILED"
+    assert body["error"] == {"code": "tool_error", "message": "the widget is broken",
+                             "tool_code": "widget_broken"}
+    assert body["call_id"] and body["result_id"] and body["decision_id"]
+
+
+async def test_math_division_by_zero_is_tool_error(client, token, team) -> None:
+    status, body = await invoke(client, token(team=team), "math", {"expr": "1/0"})
+    assert (status, body["status"], body["error"]["code"]) == (200, "FAILED", "tool_error")
+
+
+@pytest.mark.parametrize(
+    "payload, fragment",
+    [
+        ({"args": {}}, "tool"),  # no tool
+        ({"tool": "math", "args": [1, 2]}, "args"),  # args not an object
+        ({"tool": "math", "args": {}, "surprise": 1}, "surprise"),  # unknown envelope field
+        ({"tool": "math", "context": {"agent_run_id": "bad id with spaces"}}, "agent_run_id"),
+        ({"tool": "math", "idempotency_key": ""}, "idempotency_key"),
+    ],
+)
+async def test_invalid_envelope(client, token, team, payload, fragment) -> None:
+    r = await client.post("/v1/tools/invoke", json=payload, headers=bearer(token(team=team)))
+    body = await r.json()
+    assert r.status == 400
+    assert body["error"]["code"] == "invalid_request"
+    assert fragment in body["error"]["message"]
+
+
+async def test_not_json(client, token, team) -> None:
+    r = await client.post("/v1/tools/invoke", data=b"{not json",
+                          headers={**bearer(token(team=team)), "Content-Type": "application/json"})
+    assert r.status == 400
+    assert (await r.json())["error"]["code"] == "invalid_request"
+
+
+async def test_invalid_args_never_reach_the_service(client, token, team, bus_spy) -> None:
+    status, body = await invoke(client, token(team=team), "math", {"expr": 42})
+    assert status == 400
+    assert body["error"]["code"] == "invalid_args"
+    assert "$.expr" in body["error"]["message"]
+    status, body = await invoke(client, token(team=team), "math", {"expr": "1", "extra": True})
+    assert (status, body["error"]["code"]) == (400, "invalid_args")
+    await bus_spy.settle()
+    assert bus_spy.subjects == []
+
+
+async def test_no_token(client) -> None:
+    r = await client.post("/v1/tools/invoke", json={"tool": "math", "args": {"expr": "1"}})
+    assert r.status == 401
+    body = await r.json()
+    assert body == {"ok": False, "error": {"code": "unauthenticated", "message": "a bearer token is required"}}
+    assert r.headers["WWW-Authenticate"].startswith("Bearer")
+
+
+async def test_team_mismatch_is_403(client, token, team, bus_spy) -> None:
+    status, body = await invoke(client, token(team=team), "math", {"expr": "1"},
+                                context={"team_id": "someone-else"})
+    assert status == 403
+    assert body["status"] == "DENIED"
+    assert body["error"]["code"] == "denied"
+    assert body["error"]["reasons"] == ["team_mismatch"]
+    await bus_spy.settle()
+    assert bus_spy.subjects == []
+
+
+async def test_policy_denial_is_403_with_reasons(client, token, team, bus_spy) -> None:
+    status, body = await invoke(client, token(team=team), "task.list")
+    assert status == 403
+    assert body["status"] == "DENIED"
+    assert body["error"]["reasons"] == ["grant_required"]
+    assert body["call_id"] and body["decision_id"]
+    assert "result_id" not in body
+    await bus_spy.settle()
+    assert bus_spy.subjects == []
+
+
+async def test_unknown_tool_is_404(client, token, team) -> None:
+    status, body = await invoke(client, token(team=team), "no.such.tool")
+    assert status == 404
+    assert body["error"]["code"] == "unknown_tool"
+
+
+async def test_body_too_large_is_413(client, token, team) -> None:
+    big = {"tool": "text", "args": {"op": "upper", "text": "x" * (1 << 20)}}
+    r = await client.post("/v1/tools/invoke", json=big, headers=bearer(token(team=team)))
+    assert r.status == 413
+    assert (await r.json())["error"]["code"] == "payload_too_large"
+
+
+async def test_no_responders_is_503(client, token, team, nats_url) -> None:
+    from proxy.bus import close, connect
+
+    nc = await connect(nats_url, name="gone")
+    svc = fixture_services.gone_service()
+    await svc.start(nc)
+    catalog = client.app[appkeys.CATALOG]
+    await catalog.wait_available(["testsvc.gone"])
+    await svc.stop()
+    await close(nc)
+    status, body = await invoke(client, token(team=team), "testsvc.gone")
+    assert status == 503
+    assert body["status"] == "UNAVAILABLE"
+    assert body["error"]["code"] == "tool_unavailable"
+    assert catalog.get("testsvc.gone") is not None and not catalog.available("testsvc.gone")
+
+
+async def test_category_timeout_is_504_and_service_stops(client, token, team) -> None:
+    fixture_services.slow_outcomes.clear()
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    status, body = await invoke(client, token(team=team), "testsvc.slow", {"seconds": 2})
+    elapsed = loop.time() - t0
+    assert status == 504
+    assert body["status"] == "FAILED" and body["error"]["code"] == "timeout"
+    assert elapsed < 1.5  # the tool's 300 ms deadline, not the sleep
+    await asyncio.sleep(0.3)
+    # The service saw the deadline (it travels in a header) and stopped working.
+    assert fixture_services.slow_outcomes == ["stopped_at_deadline"]
+
+
+async def test_ids_travel_in_nats_headers(client, token, team) -> None:
+    tok = token(agent="agent-7", team=team)
+    status, body = await invoke(client, tok, "testsvc.echo", {"say": "hi"},
+                                context={"agent_run_id": "run-9"})
+    assert status == 200
+    out = body["output"]
+    assert out == {"said": "hi", "call_id": body["call_id"], "decision_id": body["decision_id"],
+                   "team_id": team, "agent_id": "agent-7", "run_id": "run-9"}
+    assert fixture_services.seen[-1].call_id == body["call_id"]
+    assert H_CALL_ID == "Toolproxy-Call-Id"
+
+
+async def test_undefined_policy_fails_closed(aiohttp_client, settings, builtin, token, team, tmp_path) -> None:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    # A real policy that never defines a decision: the PDP must deny, not allow.
+    (policies / "authz.rego").write_text(
+        "package toolproxy.authz\nimport rego.v1\ndecision := {\"allow\": true} if { false }\n"
+    )
+    app = create_app(settings.model_copy(update={"policy_dir": policies}))
+    c = await aiohttp_client(app)
+    await app[appkeys.CATALOG].wait_available(["math"])
+    status, body = await invoke(c, token(team=team), "math", {"expr": "1"})
+    assert status == 503
+    assert body["status"] == "UNAVAILABLE"
+    assert body["error"]["code"] == "policy_undefined"
+    metrics = await (await c.get("/metrics")).text()
+    assert 'toolproxy_pdp_errors_total{code="policy_undefined"} 1.0' in metrics
+
+
+async def test_malformed_decision_fails_closed(aiohttp_client, settings, builtin, token, team, tmp_path) -> None:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "authz.rego").write_text(
+        "package toolproxy.authz\nimport rego.v1\ndecision := {\"allow\": \"yes\"}\n"
+    )
+    app = create_app(settings.model_copy(update={"policy_dir": policies}))
+    c = await aiohttp_client(app)
+    await app[appkeys.CATALOG].wait_available(["math"])
+    status, body = await invoke(c, token(team=team), "math", {"expr": "1"})
+    assert (status, body["error"]["code"]) == (503, "policy_undefined")
+
+
+async def test_shipped_policy_dir_exists() -> None:
+    assert (default_policy_dir() / "authz.rego").exists()
+
+
+async def test_grant_then_allow(client, token, team) -> None:
+    tok = token(team=team)
+    status, _ = await invoke(client, tok, "task.list")
+    assert status == 403
+    await grant(client, token, team, "tool.task.list.invoke")
+    await asyncio.sleep(0.2)  # NOTIFY -> cache reload
+    status, body = await invoke(client, tok, "task.list")
+    assert status == 200, body
+    assert body["output"] == {"tasks": [], "count": 0}
