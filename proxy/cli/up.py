@@ -13,6 +13,7 @@ import aiohttp
 
 from proxy.cli.common import RUNTIME_FILE, CliError, write_runtime
 from proxy.db import migrate
+from proxy.logs import configure_logging
 from proxy.embedded.child import Child
 from proxy.embedded.nats import EmbeddedNats
 from proxy.embedded.ports import free_port, port_is_free
@@ -86,7 +87,13 @@ class Stack:
         await self._wait_ready(url)
         write_runtime(
             self.data_dir,
-            {"url": url, "pid": os.getpid(), "database_url": database_url, "nats_url": nats_url},
+            {
+                "url": url,
+                "pid": os.getpid(),
+                "children": {c.name: c.pid for c in self.children},
+                "database_url": database_url,
+                "nats_url": nats_url,
+            },
         )
         return url
 
@@ -130,6 +137,7 @@ class Stack:
 
 
 async def _up(data_dir: Path, port: int) -> int:
+    configure_logging("warning", "console")  # the children log to files; here, only problems
     stack = Stack(data_dir.resolve(), port)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,0 +1,44 @@
+"""The policy input document, pinned exactly (STYLE.md: its JSON is a contract with policy authors)."""
+
+from __future__ import annotations
+
+import orjson
+
+from pdp.input import build_input
+
+
+def test_input_document_is_exactly_this() -> None:
+    doc = build_input(
+        agent_id="agent-1",
+        team_id="t_555",
+        roles=["agent"],
+        tool={
+            "tool_id": "greenfood.order", "version": "1.0.0", "category": "D", "action": "write",
+            "risk": "critical", "network": False, "requires_approval": True, "timeout_ms": 5000,
+            "description": "not passed", "input_schema": {"type": "object"}, "cost": {"per_call": 1},
+        },
+        args={"op": "create_order", "product_id": "milk", "qty": 2},
+        context={"agent_run_id": "ar_123", "team_id": "t_555", "unlisted": "dropped"},
+        grants=["tool.greenfood.order.invoke", "tool.task.list.invoke", "tool.task.list.invoke"],
+        phase="call",
+    )
+    assert orjson.dumps(doc, option=orjson.OPT_SORT_KEYS) == orjson.dumps({
+        "version": 1,
+        "subject": {"agent_id": "agent-1", "team_id": "t_555", "roles": ["agent"]},
+        "action": "tool.greenfood.order.invoke",
+        "tool": {
+            "tool_id": "greenfood.order", "version": "1.0.0", "category": "D", "action": "write",
+            "risk": "critical", "network": False, "requires_approval": True, "timeout_ms": 5000,
+        },
+        "args": {"op": "create_order", "product_id": "milk", "qty": 2},
+        "context": {"team_id": "t_555", "agent_run_id": "ar_123", "confidential": False},
+        "grants": ["tool.greenfood.order.invoke", "tool.task.list.invoke"],
+        "phase": "call",
+    }, option=orjson.OPT_SORT_KEYS)
+
+
+def test_list_phase_has_empty_args() -> None:
+    doc = build_input(agent_id="a", team_id="t", roles=["agent"],
+                      tool={"tool_id": "math", "category": "A", "action": "read"},
+                      args=None, context={"team_id": "t"}, grants=[], phase="list")
+    assert doc["args"] == {} and doc["phase"] == "list"

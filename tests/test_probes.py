@@ -1,0 +1,38 @@
+"""Operations basics: health, readiness and Prometheus metrics."""
+
+from __future__ import annotations
+
+from tests.conftest import invoke
+
+
+async def test_health_and_ready(client) -> None:
+    r = await client.get("/healthz")
+    assert r.status == 200 and (await r.json()) == {"ok": True}
+    r = await client.get("/readyz")
+    body = await r.json()
+    assert r.status == 200
+    assert body["checks"] == {"postgres": True, "nats": True, "pdp": True, "catalog": True}
+
+
+async def test_metrics_after_calls(client, token, team) -> None:
+    await invoke(client, token(team=team), "math", {"expr": "1+1"})
+    await invoke(client, token(team=team), "task.list")
+    text = await (await client.get("/metrics")).text()
+    assert 'toolproxy_requests_total{category="A",status="COMPLETED",tool="math"} 1.0' in text
+    assert 'toolproxy_requests_total{category="B",status="DENIED",tool="task.list"} 1.0' in text
+    assert 'toolproxy_request_duration_seconds_count{category="A",status="COMPLETED",tool="math"} 1.0' in text
+    assert 'toolproxy_pdp_decision_duration_seconds_count{engine="embedded",phase="call"} 2.0' in text
+    assert 'toolproxy_pdp_decisions_total{phase="call",result="deny"} 1.0' in text
+    assert 'toolproxy_http_requests_total{method="POST",route="/v1/tools/invoke",status="403"} 1.0' in text
+
+
+async def test_nats_errors_are_counted(client, token, team) -> None:
+    await invoke(client, token(team=team), "testsvc.slow", {"seconds": 1})
+    text = await (await client.get("/metrics")).text()
+    assert 'toolproxy_nats_errors_total{kind="timeout"} 1.0' in text
+
+
+async def test_unknown_route_is_json_404(client, token) -> None:
+    r = await client.get("/v1/nope", headers={"Authorization": f"Bearer {token()}"})
+    assert r.status == 404
+    assert (await r.json())["error"]["code"] == "not_found"

@@ -1,0 +1,165 @@
+"""`toolproxy up` as a user runs it: a subprocess that starts, answers, and stops cleanly."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from proxy.embedded.ports import free_port
+from tests.infra import scratch_dir
+
+TOOLPROXY = [sys.executable, "-m", "proxy.cli.main"]
+ENV = {k: v for k, v in os.environ.items() if not k.startswith("TOOLPROXY_")}
+
+
+def post(url: str, body: dict, token: str) -> tuple[int, dict]:
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), method="POST",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purposes (its parent has not reaped it yet).
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+class Up:
+    """One `toolproxy up` subprocess; always stopped by its own PID."""
+
+    def __init__(self, data_dir: Path, port: int) -> None:
+        self.data_dir = data_dir
+        self.port = port
+        self.proc = subprocess.Popen(
+            [*TOOLPROXY, "up", "--port", str(port), "--data-dir", str(data_dir)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+        )
+        self.lines: list[str] = []
+
+    def wait_ready(self, timeout: float = 90.0) -> str:
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.lines.append(line.rstrip())
+            if line.startswith("toolproxy ready at "):
+                return line.split(" at ", 1)[1].strip()
+        raise AssertionError(f"not ready: {self.lines} / {self.stderr()}")
+
+    def stderr(self) -> str:
+        if self.proc.poll() is None:
+            return ""
+        assert self.proc.stderr is not None
+        return self.proc.stderr.read()
+
+    def runtime(self) -> dict:
+        return json.loads((self.data_dir / "runtime.json").read_text())
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout)
+
+
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    d = scratch_dir("toolproxy-up-")
+    yield d / "data"
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def cli(*args: str, data_dir: Path) -> str:
+    out = subprocess.run([*TOOLPROXY, *args, "--data-dir", str(data_dir)], capture_output=True,
+                         text=True, env=ENV, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_up_serves_stops_cleanly_and_keeps_data(data_dir: Path) -> None:
+    port = free_port()
+    up = Up(data_dir, port)
+    try:
+        url = up.wait_ready()
+        assert url == f"http://127.0.0.1:{port}"
+        children = up.runtime()["children"]
+        assert set(children) == {"postgres", "nats", "services", "proxy"}
+        token = cli("token", "--agent", "a1", "--team", "t1", data_dir=data_dir)
+        status, body = post(f"{url}/v1/tools/invoke", {"tool": "math", "args": {"expr": "2+3*4"}}, token)
+        assert status == 200 and body["output"] == {"value": 14}
+        assert "granted" in cli("grants", "add", "--team", "t1", "--capability",
+                                "tool.task.create.invoke", data_dir=data_dir)
+        time.sleep(0.3)
+        status, body = post(f"{url}/v1/tools/invoke", {"tool": "task.create", "args": {"title": "persist me"}}, token)
+        assert status == 200, body
+    finally:
+        code = up.stop()
+    assert code == 0, up.stderr()
+    for name, pid in children.items():
+        assert not _alive(pid), f"{name} (pid {pid}) still running"
+    assert not (data_dir / "runtime.json").exists()
+
+    # A second `up` on the same data dir keeps the data: the grant and the task are still there.
+    up = Up(data_dir, free_port())
+    try:
+        url = up.wait_ready()
+        assert "tool.task.create.invoke" in cli("grants", "list", data_dir=data_dir)
+        token = cli("token", "--agent", "a1", "--team", "t1", data_dir=data_dir)
+        cli("grants", "add", "--team", "t1", "--capability", "tool.task.list.invoke", data_dir=data_dir)
+        time.sleep(0.3)
+        status, body = post(f"{url}/v1/tools/invoke", {"tool": "task.list", "args": {}}, token)
+        assert [t["title"] for t in body["output"]["tasks"]] == ["persist me"]
+    finally:
+        assert up.stop(signal.SIGINT) == 0
+
+
+def test_port_in_use_fails_plainly(data_dir: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        up = Up(data_dir, port)
+        code = up.proc.wait(60)
+    assert code == 1
+    err = up.stderr()
+    assert f"port {port} on 127.0.0.1 is already in use" in err
+
+
+def test_a_dying_child_stops_the_stack(data_dir: Path) -> None:
+    up = Up(data_dir, free_port())
+    try:
+        up.wait_ready()
+        children = up.runtime()["children"]
+        os.kill(children["services"], signal.SIGKILL)
+        code = up.proc.wait(60)
+    finally:
+        up.stop()
+    assert code == 1
+    assert "services exited unexpectedly" in up.stderr()
+    for name, pid in children.items():
+        assert not _alive(pid), f"{name} (pid {pid}) still running"
