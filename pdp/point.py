@@ -9,6 +9,7 @@ from typing import Any
 
 import structlog
 
+from pdp.cache import DecisionCache
 from pdp.decision import Decision, parse_decision
 from pdp.engine import Engine
 from pdp.errors import PdpError
@@ -20,10 +21,18 @@ log = structlog.get_logger("toolproxy.pdp")
 
 
 class PolicyDecisionPoint:
-    def __init__(self, engine: Engine, grants: GrantCache, *, budget_s: float = 0.05) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        grants: GrantCache,
+        *,
+        budget_s: float = 0.05,
+        cache: DecisionCache | None = None,
+    ) -> None:
         self.engine = engine
         self.grants = grants
         self.budget_s = budget_s
+        self.cache = cache or DecisionCache()
 
     @property
     def revision(self) -> str:
@@ -34,7 +43,9 @@ class PolicyDecisionPoint:
         return bool(self.engine.revision) and self.grants.ready
 
     async def load(self, policies: PolicySet) -> str:
-        return await self.engine.load(policies)
+        revision = await self.engine.load(policies)
+        self.cache.clear()
+        return revision
 
     async def decide(
         self,
@@ -65,7 +76,7 @@ class PolicyDecisionPoint:
                 grants=self.grants.capabilities(team_id, agent_id),
                 phase=phase,
             )
-            raw = await asyncio.wait_for(self.engine.evaluate(doc), self.budget_s)
+            raw = await self._evaluate(revision, doc)
             decision = parse_decision(
                 raw, decision_id=decision_id, engine=self.engine.name, revision=revision
             )
@@ -77,6 +88,29 @@ class PolicyDecisionPoint:
             log.exception("pdp_unexpected_error")
             decision = self._closed("pdp_unavailable", type(exc).__name__, decision_id, revision)
         return decision, time.perf_counter() - started, doc
+
+    async def _evaluate(self, revision: str, doc: dict[str, Any]) -> Any:
+        if not self.cache.enabled:
+            return await self._run_engine(doc)
+        key = DecisionCache.key(revision, doc)
+        raw = self.cache.get(key)
+        if raw is None:
+            raw = await self._run_engine(doc)
+            if raw is not None:  # undefined is never cached: it is an error path
+                self.cache.put(key, raw)
+        return raw
+
+    async def _run_engine(self, doc: dict[str, Any]) -> Any:
+        """Within the budget, or a timeout. An in-process engine cannot be interrupted, so its
+        budget is checked afterwards: a decision that took too long is still a denial."""
+        evaluate_inline = getattr(self.engine, "evaluate_inline", None)
+        if evaluate_inline is None:
+            return await asyncio.wait_for(self.engine.evaluate(doc), self.budget_s)
+        started = time.perf_counter()
+        raw = evaluate_inline(doc)
+        if time.perf_counter() - started > self.budget_s:
+            raise asyncio.TimeoutError
+        return raw
 
     def _closed(self, code: str, why: str, decision_id: str, revision: str) -> Decision:
         log.warning("pdp_failed_closed", code=code, error=why)

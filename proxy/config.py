@@ -17,6 +17,8 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     data_dir: Path = Path(".toolproxy")
+    workers: int = Field(default=1, ge=1, le=64)  # proxy processes sharing the port
+    reuse_port: bool = False  # set for each worker when workers > 1
 
     database_url: SecretStr | None = None
     nats_url: str | None = None

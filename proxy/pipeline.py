@@ -75,7 +75,9 @@ class Pipeline:
         self.nc = nc
         self.usage = usage
         self.metrics = metrics
-        self._validators: dict[str, tuple[ToolManifest, Draft202012Validator]] = {}
+        # Per manifest object (a catalog change replaces the object): the schema validator and
+        # the tool's view in the policy input, built once instead of on every call.
+        self._prepared: dict[str, tuple[ToolManifest, Draft202012Validator, dict[str, Any]]] = {}
 
     # --- the steps before a call exists -------------------------------------------------
 
@@ -90,12 +92,19 @@ class Pipeline:
             raise UnknownTool(f"no tool named {name!r}")
         return manifest
 
-    def check_args(self, manifest: ToolManifest, args: dict[str, Any]) -> None:
-        cached = self._validators.get(manifest.tool_id)
+    def _prepare(self, manifest: ToolManifest) -> tuple[ToolManifest, Draft202012Validator, dict[str, Any]]:
+        cached = self._prepared.get(manifest.tool_id)
         if cached is None or cached[0] is not manifest:
-            cached = (manifest, Draft202012Validator(manifest.input_schema))
-            self._validators[manifest.tool_id] = cached
-        error = best_match(cached[1].iter_errors(args))
+            cached = (manifest, Draft202012Validator(manifest.input_schema),
+                      manifest.model_dump(mode="json"))
+            self._prepared[manifest.tool_id] = cached
+        return cached
+
+    def tool_view(self, manifest: ToolManifest) -> dict[str, Any]:
+        return self._prepare(manifest)[2]
+
+    def check_args(self, manifest: ToolManifest, args: dict[str, Any]) -> None:
+        error = best_match(self._prepare(manifest)[1].iter_errors(args))
         if error is not None:
             where = error.json_path
             message = error.message if len(error.message) <= 300 else error.message[:299] + "…"
@@ -136,7 +145,7 @@ class Pipeline:
             agent_id=call.identity.agent_id,
             team_id=call.identity.team_id,
             roles=call.identity.roles,
-            tool=m.model_dump(mode="json"),
+            tool=self.tool_view(m),
             args=call.request.args,
             context=context,
             phase="call",

@@ -6,6 +6,7 @@ import os
 import secrets
 import time
 import uuid
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from proxy.identity import ROLES, Identity, Role, is_valid_id
 
 KEY_FILE = Path("secrets") / "jwt.key"
 MAX_TTL_S = 30 * 24 * 3600
+_VERIFIED_MAX = 10_000
 
 
 def dev_key_path(data_dir: Path) -> Path:
@@ -81,10 +83,24 @@ class TokenVerifier:
         self._issuer = settings.jwt_issuer
         self._audience = settings.jwt_audience
         self._leeway = settings.jwt_leeway_s
+        # Agents reuse one token for many calls: remember verified ones until they expire.
+        self._verified: OrderedDict[str, tuple[float, Identity]] = OrderedDict()
 
     def verify(self, token: str) -> Identity:
         if len(token) > 4096:
             raise Unauthenticated("token too long")
+        hit = self._verified.get(token)
+        if hit is not None:
+            if hit[0] > time.time():
+                return hit[1]
+            del self._verified[token]
+        identity, expires = self._decode(token)
+        self._verified[token] = (expires, identity)
+        if len(self._verified) > _VERIFIED_MAX:
+            self._verified.popitem(last=False)
+        return identity
+
+    def _decode(self, token: str) -> tuple[Identity, float]:
         try:
             claims: dict[str, Any] = jwt.decode(
                 token,
@@ -102,4 +118,6 @@ class TokenVerifier:
         agent, team, role = claims.get("sub"), claims.get("team"), claims.get("role", "agent")
         if not (is_valid_id(agent) and is_valid_id(team)) or role not in ROLES:
             raise Unauthenticated("invalid token: bad subject, team or role")
-        return Identity(agent_id=agent, team_id=team, role=role, token_id=str(claims.get("jti", "")))
+        identity = Identity(agent_id=agent, team_id=team, role=role, token_id=str(claims.get("jti", "")))
+        # Cached no longer than the token lives, leeway excluded (an expired token is refused).
+        return identity, float(claims["exp"])

@@ -38,14 +38,13 @@ def _settings(**overrides: Any) -> Settings:
 def cmd_up(a: argparse.Namespace) -> int:
     from proxy.cli.up import up
 
-    return up(data_dir_of(a.data_dir), a.port)
+    return up(data_dir_of(a.data_dir), a.port, a.workers)
 
 
 def cmd_serve(a: argparse.Namespace) -> int:
     from proxy.cli.serve import serve
 
-    serve(_settings(port=a.port, host=a.host))
-    return 0
+    return serve(_settings(port=a.port, host=a.host, workers=a.workers))
 
 
 def cmd_services(a: argparse.Namespace) -> int:
@@ -114,10 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("up", cmd_up, "run the whole stack on embedded defaults")
     sp.add_argument("--port", type=int, default=8080)
     sp.add_argument("--data-dir")
+    sp.add_argument("--workers", type=int, help="proxy processes (default: CPUs, at most 4)")
 
     sp = add("serve", cmd_serve, "run the proxy alone (configuration from TOOLPROXY_* variables)")
     sp.add_argument("--port", type=int)
     sp.add_argument("--host")
+    sp.add_argument("--workers", type=int, help="proxy processes sharing the port (default 1)")
 
     add("services", cmd_services, "run the built-in tool services alone")
     add("migrate", cmd_migrate, "apply SQL migrations to TOOLPROXY_DATABASE_URL")

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
+import sys
+import time
 
 import structlog
 from aiohttp import web
 
 from proxy.app import create_app
+from proxy.cli.common import CliError
+from proxy.embedded.child import Child
+from proxy.embedded.ports import port_is_free
 from proxy.config import Settings
 from proxy.logs import configure_logging
 
@@ -20,8 +27,12 @@ def _install_uvloop() -> None:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-def serve(settings: Settings) -> None:
+def serve(settings: Settings) -> int:
+    """One worker serves in this process; several are supervised children sharing the port
+    (SO_REUSEPORT). Workers keep no state of their own, exactly like replicas."""
     configure_logging(settings.log_level, settings.log_format)
+    if settings.workers > 1:
+        return _supervise_workers(settings)
     structlog.get_logger("toolproxy").info("starting", settings=settings.redacted())
     _install_uvloop()
     web.run_app(
@@ -31,7 +42,45 @@ def serve(settings: Settings) -> None:
         access_log=None,
         print=None,
         shutdown_timeout=10,
+        reuse_port=settings.reuse_port,
     )
+    return 0
+
+
+def _supervise_workers(settings: Settings) -> int:
+    if not port_is_free(settings.port, settings.host):
+        raise CliError(f"port {settings.port} on {settings.host} is already in use")
+    log = structlog.get_logger("toolproxy")
+    env = dict(os.environ, TOOLPROXY_WORKERS="1", TOOLPROXY_REUSE_PORT="true",
+               TOOLPROXY_PORT=str(settings.port), TOOLPROXY_HOST=settings.host)
+    log_dir = settings.data_dir / "logs"
+    workers = [
+        Child(f"worker-{i}", [sys.executable, "-m", "proxy.cli.main", "serve"],
+              log_path=log_dir / f"proxy-worker-{i}.log", env=env)
+        for i in range(settings.workers)
+    ]
+    stopping = False
+
+    def stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    for w in workers:
+        w.start()
+    log.info("workers_started", pids=[w.pid for w in workers], port=settings.port)
+    code = 0
+    while not stopping:
+        dead = [w for w in workers if w.exit_code() is not None]
+        if dead:
+            log.error("worker_died", worker=dead[0].name, code=dead[0].exit_code())
+            code = 1
+            break
+        time.sleep(0.2)
+    for w in workers:
+        w.stop(timeout=15)
+    return code
 
 
 def services(settings: Settings) -> None:

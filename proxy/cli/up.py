@@ -28,9 +28,10 @@ def say(message: str) -> None:
 class Stack:
     """Everything `up` started, stopped in reverse order, each child by its own PID."""
 
-    def __init__(self, data_dir: Path, port: int) -> None:
+    def __init__(self, data_dir: Path, port: int, workers: int) -> None:
         self.data_dir = data_dir
         self.port = port
+        self.workers = workers
         self.logs = data_dir / "logs"
         self.children: list[Child] = []
         self.stopping = asyncio.Event()
@@ -76,6 +77,7 @@ class Stack:
             TOOLPROXY_DATA_DIR=str(self.data_dir),
             TOOLPROXY_PORT=str(self.port),
             TOOLPROXY_HOST="127.0.0.1",
+            TOOLPROXY_WORKERS=str(self.workers),
         )
         me = [sys.executable, "-m", "proxy.cli.main"]
         for name, argv in (("services", [*me, "services"]), ("proxy", [*me, "serve"])):
@@ -136,9 +138,9 @@ class Stack:
         (self.data_dir / RUNTIME_FILE).unlink(missing_ok=True)
 
 
-async def _up(data_dir: Path, port: int) -> int:
+async def _up(data_dir: Path, port: int, workers: int) -> int:
     configure_logging("warning", "console")  # the children log to files; here, only problems
-    stack = Stack(data_dir.resolve(), port)
+    stack = Stack(data_dir.resolve(), port, workers)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stack.stopping.set)
@@ -164,5 +166,9 @@ async def _up(data_dir: Path, port: int) -> int:
         stack.stop()
 
 
-def up(data_dir: Path, port: int) -> int:
-    return asyncio.run(_up(data_dir, port))
+def default_workers() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def up(data_dir: Path, port: int, workers: int | None = None) -> int:
+    return asyncio.run(_up(data_dir, port, workers or default_workers()))

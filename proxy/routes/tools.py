@@ -33,6 +33,7 @@ async def list_tools(request: web.Request) -> web.Response:
     identity = identity_of(request)
     catalog = request.app[CATALOG]
     pdp = request.app[PDP]
+    pipeline = request.app[PIPELINE]
     if not pdp.ready:
         raise PdpUnavailable("the policy decision point is not ready")
     tools = []
@@ -42,7 +43,7 @@ async def list_tools(request: web.Request) -> web.Response:
             agent_id=identity.agent_id,
             team_id=identity.team_id,
             roles=identity.roles,
-            tool=m.model_dump(mode="json"),
+            tool=pipeline.tool_view(m),
             args=None,
             context={"team_id": identity.team_id},
             phase="list",

@@ -1,0 +1,1 @@
+"""Benchmarks, run by hand (make bench); they print figures and assert nothing."""
