@@ -1,4 +1,4 @@
-"""Capability grants in Postgres, cached per replica and refreshed by LISTEN/NOTIFY."""
+"""Capability grants in Postgres; the per-replica cache of grants and overrides (LISTEN/NOTIFY)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,13 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
+from typing import Any
+
 import asyncpg
 import structlog
+
+from pdp.overrides import COLUMNS as OVERRIDE_COLUMNS
+from pdp.overrides import Override, override_from_row
 
 log = structlog.get_logger("toolproxy.grants")
 
@@ -61,6 +66,13 @@ def _row(r: asyncpg.Record) -> Grant:
 
 
 _COLUMNS = "grant_id, team_id, agent_id, capability, created_by, created_at, expires_at"
+
+
+def _replace(index: dict[str, list[Any]], team_id: str, items: list[Any]) -> None:
+    if items:
+        index[team_id] = items
+    else:
+        index.pop(team_id, None)
 
 
 class GrantRepository:
@@ -118,16 +130,16 @@ class GrantRepository:
 
 
 class GrantCache:
-    """All grants in memory; a NOTIFY reloads the team it names, a lost listener reloads all.
-
-    `ready` is False until the first full load: the PDP fails closed until then.
-    """
+    """All grants and overrides in memory; a NOTIFY (fired by either table) reloads the team it
+    names, a lost listener reloads everything. `ready` is False until the first full load: the
+    PDP fails closed until then."""
 
     def __init__(self, pool: asyncpg.Pool, dsn: str, *, full_reload_s: float = 30.0) -> None:
         self._pool = pool
         self._dsn = dsn
         self._full_reload_s = full_reload_s
         self._by_team: dict[str, list[Grant]] = {}
+        self._overrides: dict[str, list[Override]] = {}
         self._task: asyncio.Task[None] | None = None
         self._listener: asyncpg.Connection | None = None
         self.ready = False
@@ -155,23 +167,38 @@ class GrantCache:
             if (g.agent_id is None or g.agent_id == agent_id) and g.active(now)
         ]
 
+    def overrides(self, team_id: str, agent_id: str, tool: str) -> list[dict[str, object]]:
+        now = time.time()
+        return [
+            o.policy_view()
+            for o in self._overrides.get(team_id, ())
+            if o.agent_id == agent_id and o.tool == tool and o.active(now)
+        ]
+
     async def reload_all(self) -> None:
-        rows = await self._pool.fetch(f"SELECT {_COLUMNS} FROM grants")
+        async with self._pool.acquire() as conn, conn.transaction(readonly=True):
+            grant_rows = await conn.fetch(f"SELECT {_COLUMNS} FROM grants")
+            override_rows = await conn.fetch(f"SELECT {OVERRIDE_COLUMNS} FROM overrides")
         by_team: dict[str, list[Grant]] = {}
-        for r in rows:
+        for r in grant_rows:
             g = _row(r)
             by_team.setdefault(g.team_id, []).append(g)
-        self._by_team = by_team
+        overrides: dict[str, list[Override]] = {}
+        for r in override_rows:
+            o = override_from_row(r)
+            overrides.setdefault(o.team_id, []).append(o)
+        self._by_team, self._overrides = by_team, overrides
         self.ready = True
         self.version += 1
 
     async def reload_team(self, team_id: str) -> None:
-        rows = await self._pool.fetch(f"SELECT {_COLUMNS} FROM grants WHERE team_id = $1", team_id)
-        grants = [_row(r) for r in rows]
-        if grants:
-            self._by_team[team_id] = grants
-        else:
-            self._by_team.pop(team_id, None)
+        async with self._pool.acquire() as conn, conn.transaction(readonly=True):
+            grant_rows = await conn.fetch(f"SELECT {_COLUMNS} FROM grants WHERE team_id = $1", team_id)
+            override_rows = await conn.fetch(
+                f"SELECT {OVERRIDE_COLUMNS} FROM overrides WHERE team_id = $1", team_id
+            )
+        _replace(self._by_team, team_id, [_row(r) for r in grant_rows])
+        _replace(self._overrides, team_id, [override_from_row(r) for r in override_rows])
         self.version += 1
 
     async def _connect_listener(self) -> None:

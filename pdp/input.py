@@ -20,6 +20,8 @@ def build_input(
     context: Mapping[str, Any],
     grants: Iterable[str],
     phase: Phase,
+    overrides: Iterable[Mapping[str, Any]] = (),
+    approval: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Only chosen fields: never whole headers, tokens or anything the policy should not see."""
     name = tool["tool_id"]
@@ -36,6 +38,7 @@ def build_input(
             "network": tool.get("network", False),
             "requires_approval": tool.get("requires_approval", False),
             "timeout_ms": tool.get("timeout_ms"),
+            "plugin": tool.get("plugin", False),
         },
         "args": dict(args) if args is not None else {},
         "context": {
@@ -44,5 +47,20 @@ def build_input(
             "confidential": bool(context.get("confidential", False)),
         },
         "grants": sorted(set(grants)),
+        "overrides": [
+            {
+                "tool": o["tool"],
+                "effect": o["effect"],
+                "timeout_ms": o.get("timeout_ms"),
+                "rate_per_minute": o.get("rate_per_minute"),
+            }
+            for o in overrides
+            if o["tool"] == name
+        ],
+        "approval": (
+            {"state": approval["state"], "args_match": bool(approval["args_match"])}
+            if approval is not None
+            else None
+        ),
         "phase": phase,
     }

@@ -58,6 +58,7 @@ class PolicyDecisionPoint:
         args: Mapping[str, Any] | None,
         context: Mapping[str, Any],
         phase: Phase,
+        approval: Mapping[str, Any] | None = None,
     ) -> tuple[Decision, float, dict[str, Any] | None]:
         """Returns (decision, seconds spent, the input document evaluated)."""
         started = time.perf_counter()
@@ -74,6 +75,8 @@ class PolicyDecisionPoint:
                 args=args,
                 context=context,
                 grants=self.grants.capabilities(team_id, agent_id),
+                overrides=self.grants.overrides(team_id, agent_id, tool["tool_id"]),
+                approval=approval,
                 phase=phase,
             )
             raw = await self._evaluate(revision, doc)

@@ -3,27 +3,35 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import structlog
 from aiohttp import web
 
+from pdp.approvals import ApprovalRepository
 from pdp.embedded import EmbeddedEngine
+from pdp.engine import Engine
+from pdp.errors import PolicyInvalid
 from pdp.grants import GrantCache, GrantRepository
+from pdp.overrides import OverrideRepository
 from pdp.point import PolicyDecisionPoint
-from pdp.policy_set import load_policy_dir
+from pdp.policy_set import PolicySet, load_policy_dir
+from pdp.policy_store import PolicyWatcher, active_policies
 from proxy import appkeys as k
+from proxy.approval_flow import ApprovalFlow
 from proxy.bus import close as close_nats
 from proxy.bus import connect
 from proxy.catalog import Catalog
 from proxy.config import Settings
 from proxy.db import create_pool
+from proxy.journal import Journal
 from proxy.metrics import Metrics
 from proxy.middlewares.auth import authenticate
 from proxy.middlewares.errors import errors
 from proxy.middlewares.http_metrics import http_metrics
 from proxy.middlewares.request_context import request_context
 from proxy.pipeline import Pipeline
-from proxy.routes import admin_grants, probes, tools, usage
+from proxy.routes import admin_governance, admin_grants, approvals, probes, tools, usage
 from proxy.tokens import TokenVerifier
 
 log = structlog.get_logger("toolproxy.app")
@@ -44,18 +52,52 @@ async def _nats(app: web.Application) -> AsyncIterator[None]:
     await close_nats(app[k.NC])
 
 
+def _engine(settings: Settings) -> Engine:
+    if settings.pdp == "opa":
+        from pdp.opa import OpaEngine
+
+        assert settings.opa_url is not None
+        return OpaEngine(settings.opa_url)
+    return EmbeddedEngine()
+
+
 async def _pdp(app: web.Application) -> AsyncIterator[None]:
+    """Policy source, in order: TOOLPROXY_POLICY_DIR (pinned, for this replica only), else the
+    revision active in Postgres (followed live), else the policies shipped in pdp/policies."""
     s = app[k.SETTINGS]
-    grants = GrantCache(app[k.POOL], s.require_database_url())
+    pool = app[k.POOL]
+    grants = GrantCache(pool, s.require_database_url())
     await grants.start()
-    engine = EmbeddedEngine()
-    pdp = PolicyDecisionPoint(engine, grants)
-    revision = await pdp.load(load_policy_dir(s.policy_dir))
+    engine = _engine(s)
+    pdp = PolicyDecisionPoint(engine, grants, budget_s=s.pdp_budget_ms / 1000.0)
+    watcher: PolicyWatcher | None = None
+    if s.policy_dir is not None:
+        policies: PolicySet = load_policy_dir(s.policy_dir)
+    else:
+        policies = await active_policies(pool) or load_policy_dir()
+
+        async def apply(new: PolicySet) -> None:
+            if new.revision == pdp.revision:
+                return
+            try:
+                revision = await pdp.load(new)
+            except PolicyInvalid as exc:  # the previous revision keeps serving
+                log.error("policy_rejected", revision=new.revision, error=str(exc)[:2000])
+                return
+            log.info("policy_loaded", engine=engine.name, revision=revision)
+
+        watcher = PolicyWatcher(pool, s.require_database_url(), apply)
+    revision = await pdp.load(policies)
     log.info("policy_loaded", engine=engine.name, revision=revision)
+    if watcher is not None:
+        await watcher.start()
     app[k.GRANTS] = grants
-    app[k.GRANT_REPO] = GrantRepository(app[k.POOL])
+    app[k.GRANT_REPO] = GrantRepository(pool)
+    app[k.OVERRIDE_REPO] = OverrideRepository(pool)
     app[k.PDP] = pdp
     yield
+    if watcher is not None:
+        await watcher.close()
     await grants.close()
     await engine.close()
 
@@ -68,26 +110,31 @@ async def _catalog(app: web.Application) -> AsyncIterator[None]:
     await catalog.close()
 
 
-async def _usage(app: web.Application) -> AsyncIterator[None]:
-    from proxy.usage import UsageRecorder
-
-    recorder = UsageRecorder(app[k.NC], app[k.POOL], app[k.METRICS])
-    await recorder.start()
-    app[k.USAGE] = recorder
+async def _journal(app: web.Application) -> AsyncIterator[None]:
+    journal = Journal(app[k.NC], app[k.POOL], app[k.METRICS])
+    await journal.start()
+    app[k.JOURNAL] = journal
     yield
-    await recorder.close()
+    await journal.close()
 
 
 async def _pipeline(app: web.Application) -> AsyncIterator[None]:
-    app[k.PIPELINE] = Pipeline(
-        settings=app[k.SETTINGS],
+    s = app[k.SETTINGS]
+    pipeline = Pipeline(
+        settings=s,
         catalog=app[k.CATALOG],
         pdp=app[k.PDP],
         nc=app[k.NC],
-        usage=app[k.USAGE],
+        journal=app[k.JOURNAL],
+        approvals=ApprovalRepository(app[k.POOL], ttl=timedelta(seconds=s.approval_ttl_s)),
         metrics=app[k.METRICS],
     )
+    flow = ApprovalFlow(pipeline)
+    flow.start_sweeper()
+    app[k.PIPELINE] = pipeline
+    app[k.APPROVAL_FLOW] = flow
     yield
+    await flow.close()
 
 
 def create_app(settings: Settings) -> web.Application:
@@ -100,7 +147,7 @@ def create_app(settings: Settings) -> web.Application:
     app[k.METRICS] = Metrics()
     app[k.VERIFIER] = TokenVerifier(settings)
     # Created in order, released in reverse.
-    app.cleanup_ctx.extend([_postgres, _nats, _pdp, _catalog, _usage, _pipeline])
-    for module in (tools, usage, admin_grants, probes):
+    app.cleanup_ctx.extend([_postgres, _nats, _pdp, _catalog, _journal, _pipeline])
+    for module in (tools, usage, admin_grants, admin_governance, approvals, probes):
         app.router.add_routes(module.routes)
     return app

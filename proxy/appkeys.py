@@ -7,14 +7,16 @@ from aiohttp import web
 from nats.aio.client import Client as NATS
 
 from pdp.grants import GrantCache, GrantRepository
+from pdp.overrides import OverrideRepository
 from pdp.point import PolicyDecisionPoint
+from proxy.approval_flow import ApprovalFlow
 from proxy.catalog import Catalog
 from proxy.config import Settings
 from proxy.identity import Identity
 from proxy.metrics import Metrics
 from proxy.pipeline import Pipeline
 from proxy.tokens import TokenVerifier
-from proxy.usage import UsageRecorder
+from proxy.journal import Journal
 
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)
@@ -25,8 +27,10 @@ GRANTS = web.AppKey("grants", GrantCache)
 GRANT_REPO = web.AppKey("grant_repo", GrantRepository)
 PDP = web.AppKey("pdp", PolicyDecisionPoint)
 CATALOG = web.AppKey("catalog", Catalog)
-USAGE = web.AppKey("usage", UsageRecorder)
+OVERRIDE_REPO = web.AppKey("override_repo", OverrideRepository)
+JOURNAL = web.AppKey("journal", Journal)
 PIPELINE = web.AppKey("pipeline", Pipeline)
+APPROVAL_FLOW = web.AppKey("approval_flow", ApprovalFlow)
 
 IDENTITY = web.RequestKey("identity", Identity)  # set by the authentication middleware
 

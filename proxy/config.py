@@ -36,7 +36,9 @@ class Settings(BaseSettings):
 
     pdp: Literal["embedded", "opa"] = "embedded"
     opa_url: str | None = None
-    policy_dir: Path | None = None  # defaults to the policies shipped in pdp/policies
+    policy_dir: Path | None = None  # pins this replica to a directory of policies
+    pdp_budget_ms: float = Field(default=50.0, gt=0, le=5_000)  # over budget: a denial
+    approval_ttl_s: int = Field(default=900, ge=1, le=7 * 24 * 3600)
 
     max_body_bytes: int = Field(default=1 << 20, ge=1024)
     max_output_bytes: int = Field(default=256 << 10, ge=1024)

@@ -20,6 +20,11 @@ def test_input_document_is_exactly_this() -> None:
         args={"op": "create_order", "product_id": "milk", "qty": 2},
         context={"agent_run_id": "ar_123", "team_id": "t_555", "unlisted": "dropped"},
         grants=["tool.greenfood.order.invoke", "tool.task.list.invoke", "tool.task.list.invoke"],
+        overrides=[
+            {"tool": "greenfood.order", "effect": "allow", "timeout_ms": 3000, "rate_per_minute": None},
+            {"tool": "math", "effect": "deny", "timeout_ms": None, "rate_per_minute": None},
+        ],
+        approval={"state": "approved", "args_match": True, "approval_id": "not passed"},
         phase="call",
     )
     assert orjson.dumps(doc, option=orjson.OPT_SORT_KEYS) == orjson.dumps({
@@ -29,10 +34,15 @@ def test_input_document_is_exactly_this() -> None:
         "tool": {
             "tool_id": "greenfood.order", "version": "1.0.0", "category": "D", "action": "write",
             "risk": "critical", "network": False, "requires_approval": True, "timeout_ms": 5000,
+            "plugin": False,
         },
         "args": {"op": "create_order", "product_id": "milk", "qty": 2},
         "context": {"team_id": "t_555", "agent_run_id": "ar_123", "confidential": False},
         "grants": ["tool.greenfood.order.invoke", "tool.task.list.invoke"],
+        "overrides": [
+            {"tool": "greenfood.order", "effect": "allow", "timeout_ms": 3000, "rate_per_minute": None},
+        ],
+        "approval": {"state": "approved", "args_match": True},
         "phase": "call",
     }, option=orjson.OPT_SORT_KEYS)
 
@@ -42,3 +52,4 @@ def test_list_phase_has_empty_args() -> None:
                       tool={"tool_id": "math", "category": "A", "action": "read"},
                       args=None, context={"team_id": "t"}, grants=[], phase="list")
     assert doc["args"] == {} and doc["phase"] == "list"
+    assert doc["overrides"] == [] and doc["approval"] is None

@@ -68,7 +68,10 @@ def cmd_token(a: argparse.Namespace) -> int:
 def cmd_migrate(a: argparse.Namespace) -> int:
     from proxy.db import migrate
 
+    from proxy.logs import configure_logging
+
     settings = _settings()
+    configure_logging(settings.log_level, settings.log_format)
     applied = asyncio.run(migrate(settings.require_database_url()))
     print("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
     return 0

@@ -5,10 +5,9 @@ from __future__ import annotations
 import orjson
 from aiohttp import web
 
-from proxy.appkeys import CATALOG, PDP, PIPELINE, identity_of
+from proxy.appkeys import CATALOG, PIPELINE, identity_of
 from proxy.body import read_model
 from proxy.envelope import InvokeRequest
-from proxy.errors import PdpUnavailable
 
 routes = web.RouteTableDef()
 
@@ -32,27 +31,5 @@ async def list_tools(request: web.Request) -> web.Response:
     """The catalog filtered by the list-phase policy: a tool the caller may not call is absent."""
     identity = identity_of(request)
     catalog = request.app[CATALOG]
-    pdp = request.app[PDP]
-    pipeline = request.app[PIPELINE]
-    if not pdp.ready:
-        raise PdpUnavailable("the policy decision point is not ready")
-    tools = []
-    for m in catalog.manifests():
-        decision, _, _ = await pdp.decide(
-            decision_id="",
-            agent_id=identity.agent_id,
-            team_id=identity.team_id,
-            roles=identity.roles,
-            tool=pipeline.tool_view(m),
-            args=None,
-            context={"team_id": identity.team_id},
-            phase="list",
-        )
-        if decision.error_code is not None:
-            raise PdpUnavailable("the policy decision point could not decide")
-        if decision.allow:
-            tools.append(m.entry(available=catalog.available(m.tool_id)))
-    return json_response(200, {"tools": tools})
-
-
-
+    manifests = await request.app[PIPELINE].callable_tools(identity)
+    return json_response(200, {"tools": [m.entry(available=catalog.available(m.tool_id)) for m in manifests]})

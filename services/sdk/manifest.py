@@ -61,6 +61,7 @@ class ToolManifest(BaseModel):
     risk: Literal["low", "medium", "high", "critical"] | None = None
     cost: Cost = Cost()
     network: bool = False
+    plugin: bool = False  # served by the plugin runtime (third-party code): never in confidential mode
     requires_approval: bool = False
     description: str = Field(max_length=2_000)
     input_schema: dict[str, Any]

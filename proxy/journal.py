@@ -1,0 +1,221 @@
+"""The journal: call and decision records made durable in JetStream on the request path, then
+written to Postgres in batches off it.
+
+Why JetStream in between: a completed call must be billed, and every decision logged, even
+when Postgres is briefly down or this replica dies right after answering. A record is stored
+(publish acknowledged) before the response is sent; a durable consumer shared by all replicas
+writes batches in one transaction and acks only after the commit. Primary keys (call_id,
+decision_id) make redelivery harmless: exactly one row each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import datetime, timezone
+from typing import Any
+
+import asyncpg
+import structlog
+from nats.aio.client import Client as NATS
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
+from nats.js.errors import NotFoundError
+from pydantic import BaseModel, ConfigDict, Field
+
+from pdp.decision_log import DecisionRecord, write_decisions
+from proxy.metrics import Metrics
+from proxy.usage import UsageRecord, write_batch
+
+log = structlog.get_logger("toolproxy.journal")
+
+STREAM = "TOOLPROXY_JOURNAL"
+SUBJECT_PREFIX = "toolproxy.journal"
+CONSUMER = "journal-writer"
+
+
+class Entry(BaseModel):
+    """One journal message: a call's usage record and/or the decisions taken for a request."""
+
+    model_config = ConfigDict(frozen=True)
+
+    usage: UsageRecord | None = None
+    decisions: list[DecisionRecord] = Field(default_factory=list)
+    key: str  # deduplication id (the call_id, or the first decision_id)
+
+
+async def write_entries(conn: asyncpg.Connection, entries: list[Entry]) -> None:
+    async with conn.transaction():
+        usage = [e.usage for e in entries if e.usage is not None]
+        if usage:
+            await write_batch(conn, usage)
+        await write_decisions(conn, [d for e in entries for d in e.decisions])
+
+
+async def ensure_stream(js: JetStreamContext) -> None:
+    config = StreamConfig(
+        name=STREAM,
+        subjects=[f"{SUBJECT_PREFIX}.>"],
+        retention=RetentionPolicy.WORK_QUEUE,
+        storage=StorageType.FILE,
+        max_age=7 * 24 * 3600,
+        duplicate_window=120,
+    )
+    try:
+        await js.stream_info(STREAM)
+    except NotFoundError:
+        await js.add_stream(config)
+
+
+class Journal:
+    """`record()` on the request path (durable before return); `_run()` drains to Postgres."""
+
+    def __init__(
+        self,
+        nc: NATS,
+        pool: asyncpg.Pool,
+        metrics: Metrics,
+        *,
+        batch_size: int = 500,
+        publish_timeout_s: float = 2.0,
+        linger_s: float = 0.05,
+    ) -> None:
+        self._nc = nc
+        self._js = nc.jetstream(timeout=publish_timeout_s)
+        self._pool = pool
+        self._metrics = metrics
+        self._batch_size = batch_size
+        self._linger_s = linger_s
+        self._task: asyncio.Task[None] | None = None
+        self._fallback: list[Entry] = []  # publish and direct write both failed
+        self._stopping = False
+        self._sub: Any = None
+
+    async def start(self) -> None:
+        await ensure_stream(self._js)
+        await self._js.add_consumer(
+            STREAM,
+            ConsumerConfig(
+                durable_name=CONSUMER,
+                ack_policy=AckPolicy.EXPLICIT,
+                ack_wait=30,
+                max_ack_pending=20_000,
+            ),
+        )
+        self._task = asyncio.create_task(self._run(), name="journal-writer")
+
+    async def close(self) -> None:
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._sub is not None:
+            # A pull subscription left to the connection's drain would hold it for its timeout.
+            with contextlib.suppress(Exception):
+                await self._sub.unsubscribe()
+        if self._fallback:
+            with contextlib.suppress(Exception):
+                await self._write(self._fallback)
+                self._fallback.clear()
+            if self._fallback:
+                log.error("journal_entries_unwritten_at_shutdown", count=len(self._fallback))
+
+    async def record(
+        self, *, usage: UsageRecord | None = None, decisions: list[DecisionRecord] | None = None
+    ) -> None:
+        """Durable before return: JetStream ack, else a direct Postgres write, else kept in
+        memory and retried (logged loudly: only a crash in that state could lose it)."""
+        decisions = decisions or []
+        if usage is None and not decisions:
+            return
+        key = usage.call_id if usage is not None else decisions[0].decision_id
+        entry = Entry(usage=usage, decisions=decisions, key=key)
+        team = usage.team_id if usage is not None else decisions[0].team_id
+        try:
+            await self._js.publish(
+                f"{SUBJECT_PREFIX}.{team}",
+                entry.model_dump_json().encode(),
+                headers={"Nats-Msg-Id": key},
+            )
+            return
+        except Exception as exc:
+            self._metrics.nats_errors.labels(kind="journal_publish").inc()
+            log.warning("journal_publish_failed", error=str(exc))
+        try:
+            await self._write([entry])
+        except Exception as exc:
+            self._metrics.usage_write_errors.inc()
+            log.error("journal_entry_deferred", key=key, error=str(exc))
+            self._fallback.append(entry)
+
+    async def _write(self, entries: list[Entry]) -> None:
+        async with self._pool.acquire() as conn:
+            await write_entries(conn, entries)
+        self._metrics.usage_written.inc(sum(1 for e in entries if e.usage is not None))
+
+    async def _run(self) -> None:
+        sub = self._sub = await self._js.pull_subscribe_bind(CONSUMER, stream=STREAM)
+        loop = asyncio.get_running_loop()
+        next_depth = 0.0
+        while not self._stopping:
+            await self._retry_fallback()
+            if loop.time() >= next_depth:
+                next_depth = loop.time() + 5.0
+                await self._observe_depth()
+            try:
+                msgs = await sub.fetch(self._batch_size, timeout=1.0)
+            except asyncio.TimeoutError:
+                continue
+            except Exception as exc:
+                log.warning("journal_fetch_failed", error=str(exc))
+                await asyncio.sleep(0.5)
+                continue
+            entries: list[Entry] = []
+            for m in msgs:
+                try:
+                    entries.append(Entry.model_validate_json(m.data))
+                except Exception:
+                    log.error("journal_message_invalid", seq=m.metadata.sequence.stream)
+                    await m.term()
+            try:
+                if entries:
+                    await self._write(entries)
+            except Exception as exc:
+                # Not acked: redelivered after a short delay; primary keys absorb repeats.
+                self._metrics.usage_write_errors.inc()
+                log.warning("journal_batch_failed", size=len(entries), error=str(exc))
+                for m in msgs:
+                    with contextlib.suppress(Exception):
+                        await m.nak(delay=1.0)
+                await asyncio.sleep(1.0)
+                continue
+            now = datetime.now(timezone.utc)
+            for e in entries:
+                if e.usage is not None:
+                    self._metrics.usage_lag.observe(max(0.0, (now - e.usage.finished_at).total_seconds()))
+            for m in msgs:
+                with contextlib.suppress(Exception):
+                    await m.ack()
+            if len(msgs) < self._batch_size:
+                # A partial batch: let a few more records gather before the next round trip
+                # (bounds the write lag to ~linger while cutting writes per call under load).
+                await asyncio.sleep(self._linger_s)
+
+    async def _observe_depth(self) -> None:
+        """Buffer depth as the stream sees it (shared by all replicas), not a local count."""
+        try:
+            info = await self._js.consumer_info(STREAM, CONSUMER)
+        except Exception:
+            return
+        depth = (info.num_pending or 0) + (info.num_ack_pending or 0) + len(self._fallback)
+        self._metrics.usage_pending.set(depth)
+
+    async def _retry_fallback(self) -> None:
+        if not self._fallback:
+            return
+        batch, self._fallback = self._fallback, []
+        try:
+            await self._write(batch)
+        except Exception:
+            self._fallback = batch + self._fallback

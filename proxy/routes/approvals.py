@@ -1,0 +1,100 @@
+"""Approvals: governance lists and decides pending calls; agents resume their approved calls."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
+
+from pdp.approvals import ApprovalError
+from proxy.appkeys import APPROVAL_FLOW, identity_of
+from proxy.body import read_model
+from proxy.errors import Conflict, Forbidden, InvalidRequest, NotFound
+from proxy.identity import is_valid_id
+from proxy.routes.tools import json_response
+
+routes = web.RouteTableDef()
+
+STATES = ("pending", "approved", "denied", "expired", "executing", "executed")
+
+
+class DecisionBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["approve", "deny"]
+    reason: str = Field(default="", max_length=1000)
+
+
+class ResumeBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    args: dict[str, Any] | None = None  # only for confidential calls (their args were not kept)
+
+
+class ApprovalNotPending(Conflict):
+    code = "approval_not_pending"
+
+
+@routes.get("/v1/approvals")
+async def list_approvals(request: web.Request) -> web.Response:
+    identity = identity_of(request)
+    if not identity.is_governance:
+        raise Forbidden("approvals are for governance and admin tokens")
+    state = request.query.get("state", "pending")
+    if state not in (*STATES, "all"):
+        raise InvalidRequest(f"state must be one of {', '.join(STATES)} or all")
+    team = request.query.get("team_id")
+    if team is not None and not is_valid_id(team):
+        raise InvalidRequest("team_id is not a valid id")
+    if not identity.is_admin:
+        if team is not None and team != identity.team_id:
+            raise Forbidden("governance tokens see their own team only")
+        team = identity.team_id
+    try:
+        limit = min(max(int(request.query.get("limit", "100")), 1), 1000)
+    except ValueError:
+        raise InvalidRequest("limit must be an integer") from None
+    flow = request.app[APPROVAL_FLOW]
+    await flow.sweep()
+    rows = await flow.approvals.list(team_id=team, state=None if state == "all" else state, limit=limit)
+    return json_response(200, {"approvals": [a.as_json() for a in rows]})
+
+
+@routes.post("/v1/approvals/{approval_id}/decision")
+async def decide(request: web.Request) -> web.Response:
+    identity = identity_of(request)
+    if not identity.is_governance:
+        raise Forbidden("only governance and admin tokens can approve or deny")
+    body = await read_model(request, DecisionBody)
+    flow = request.app[APPROVAL_FLOW]
+    approval_id = request.match_info["approval_id"]
+    try:
+        current = await flow.approvals.get(approval_id)
+    except ApprovalError:
+        current = None
+    # Another team's approval does not exist for this caller (admins see every team).
+    if current is None or (current.team_id != identity.team_id and not identity.is_admin):
+        raise NotFound("no such approval")
+    if current.agent_id == identity.agent_id and current.team_id == identity.team_id:
+        raise Forbidden("no self-authorization: you cannot decide on your own call")
+    try:
+        approval = await flow.decide(
+            approval_id,
+            approve=body.decision == "approve",
+            by=f"{identity.role}:{identity.agent_id}@{identity.team_id}",
+            reason=body.reason,
+        )
+    except ApprovalError as exc:
+        if exc.code == "not_found":
+            raise NotFound(exc.message) from None
+        raise ApprovalNotPending(exc.message) from None
+    return json_response(200, {"approval": approval.as_json()})
+
+
+@routes.post("/v1/calls/{call_id}/resume")
+async def resume(request: web.Request) -> web.Response:
+    identity = identity_of(request)
+    body = await read_model(request, ResumeBody) if request.body_exists else ResumeBody()
+    outcome = await request.app[APPROVAL_FLOW].resume(identity, request.match_info["call_id"], body.args)
+    return json_response(outcome.http_status, outcome.body, outcome.headers)
