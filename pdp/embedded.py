@@ -34,6 +34,9 @@ class EmbeddedEngine:
         self._bundle: Any = None
         self._revision = ""
         self._rego = Interpreter()
+        # A built-in that fails (to_number("x")...) is an error, not "undefined": otherwise a
+        # deny rule could silently not fire. Errors become denials (fail closed).
+        self._rego.strict_built_in_errors = True
 
     @property
     def revision(self) -> str:

@@ -62,7 +62,9 @@ class OpaEngine:
     async def evaluate(self, input_doc: dict[str, Any]) -> Any:
         client = await self._session()
         try:
-            result = await client.query_rule(input_doc, PACKAGE_PATH, "decision")
+            result = await client.query_rule(
+                input_doc, PACKAGE_PATH, "decision", query_params={"strict-builtin-errors": True}
+            )
         except Exception as exc:
             raise EngineError(f"OPA query failed: {type(exc).__name__}: {exc}") from exc
         if not isinstance(result, dict):

@@ -64,17 +64,16 @@ class ApprovalFlow:
         return await self._stored_or_in_progress(call_id)  # executing / executed
 
     def _args_for(self, stored: StoredCall, given: dict[str, Any] | None) -> dict[str, Any]:
-        if stored.confidential:
-            # Confidential arguments were never stored: the agent sends them again, and the
-            # policy checks them against the approved hash.
-            if given is None:
-                raise InvalidRequest("this confidential call's arguments must be sent again to resume it")
-            return given
-        if given is not None and args_digest(given)[0] != stored.args_hash:
-            # Changing the arguments needs a new approval: make a new call.
+        """The approved arguments. Confidential ones were never stored: the agent sends them
+        again. Different arguments are refused before anything is consumed: changing them
+        needs a new call and a new approval (the policy checks the hash again, too)."""
+        if stored.confidential and given is None:
+            raise InvalidRequest("this confidential call's arguments must be sent again to resume it")
+        args = given if given is not None else stored.args
+        assert args is not None
+        if args_digest(args)[0] != stored.args_hash:
             raise InvalidRequest("the arguments differ from the approved ones; invoke the tool again")
-        assert stored.args is not None
-        return stored.args
+        return args
 
     async def _execute_approved(self, identity: Identity, approval: Approval,
                                 stored: StoredCall, args: dict[str, Any]) -> Outcome:

@@ -32,6 +32,7 @@ log = structlog.get_logger("toolproxy.journal")
 STREAM = "TOOLPROXY_JOURNAL"
 SUBJECT_PREFIX = "toolproxy.journal"
 CONSUMER = "journal-writer"
+_POISON_AFTER = 5  # deliveries before a record Postgres keeps refusing is set aside
 
 
 class Entry(BaseModel):
@@ -181,14 +182,21 @@ class Journal:
             try:
                 if entries:
                     await self._write(entries)
-            except Exception as exc:
-                # Not acked: redelivered after a short delay; primary keys absorb repeats.
+            except (OSError, asyncpg.exceptions.InterfaceError,
+                    asyncpg.exceptions.PostgresConnectionError, asyncio.TimeoutError) as exc:
+                # Postgres away: nothing is acked; everything comes back after a delay.
                 self._metrics.usage_write_errors.inc()
                 log.warning("journal_batch_failed", size=len(entries), error=str(exc))
                 for m in msgs:
                     with contextlib.suppress(Exception):
                         await m.nak(delay=1.0)
                 await asyncio.sleep(1.0)
+                continue
+            except Exception as exc:
+                # A record Postgres refuses must not block the others: write one by one.
+                self._metrics.usage_write_errors.inc()
+                log.warning("journal_batch_refused", size=len(entries), error=str(exc))
+                await self._one_by_one(msgs)
                 continue
             now = datetime.now(timezone.utc)
             for e in entries:
@@ -201,6 +209,23 @@ class Journal:
                 # A partial batch: let a few more records gather before the next round trip
                 # (bounds the write lag to ~linger while cutting writes per call under load).
                 await asyncio.sleep(self._linger_s)
+
+    async def _one_by_one(self, msgs: list[Any]) -> None:
+        for m in msgs:
+            try:
+                await self._write([Entry.model_validate_json(m.data)])
+            except Exception as exc:
+                deliveries = m.metadata.num_delivered
+                if deliveries >= _POISON_AFTER:
+                    # Kept in the log in full so an operator can replay it; counted as an alert.
+                    self._metrics.journal_dead_letters.inc()
+                    log.error("journal_entry_dead_lettered", deliveries=deliveries,
+                              error=str(exc), entry=m.data.decode(errors="replace")[:20_000])
+                    await m.term()
+                else:
+                    await m.nak(delay=1.0)
+                continue
+            await m.ack()
 
     async def _observe_depth(self) -> None:
         """Buffer depth as the stream sees it (shared by all replicas), not a local count."""

@@ -72,6 +72,11 @@ class Metrics:
         self.usage_write_errors = Counter(
             "toolproxy_usage_write_errors_total", "Failed usage batch writes (retried)", registry=r
         )
+        self.journal_dead_letters = Counter(
+            "toolproxy_journal_dead_letters_total",
+            "Journal entries Postgres refused repeatedly, set aside (logged in full)",
+            registry=r,
+        )
         self.usage_lag = Histogram(
             "toolproxy_usage_write_lag_seconds",
             "Time from a call's end to its usage row being committed",

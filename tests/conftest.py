@@ -164,3 +164,11 @@ async def invoke(client: TestClient, tok: str, tool: str, args: dict | None = No
     body.update(extra)
     r = await client.post("/v1/tools/invoke", json=body, headers=bearer(tok))
     return r.status, await r.json()
+
+
+@pytest.fixture
+async def isolated_settings(pg_server_url: str, settings: Settings) -> AsyncIterator[Settings]:
+    """Settings on a database of its own: for tests that change global state (active policy)."""
+    async with fresh_database(pg_server_url) as url:
+        await migrate(url)
+        yield settings.model_copy(update={"database_url": SecretStr(url)})

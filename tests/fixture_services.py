@@ -75,6 +75,23 @@ async def metered(args: dict[str, Any], ctx: CallContext) -> Any:
     return ToolResult(output={"ok": True}, tokens_used=int(args.get("tokens", 0)), compute_units=0.25)
 
 
+guarded_calls: list[dict[str, Any]] = []
+
+
+@tool(
+    tool_id="testsvc.guarded",
+    category="B",
+    action="write",
+    requires_approval=True,
+    description="A write tool that needs a governance approval per call; records each execution.",
+    input_schema={**OBJ, "properties": {"amount": {"type": "integer", "minimum": 1, "maximum": 1000}},
+                  "required": ["amount"]},
+)
+async def guarded(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    guarded_calls.append({"call_id": ctx.call_id, **args})
+    return {"done": args["amount"]}
+
+
 @tool(
     tool_id="testsvc.gone",
     category="A",
@@ -87,11 +104,11 @@ async def gone(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
 
 
 def testsvc_service() -> Service:
-    return Service(name="testsvc", tools=[echo, slow, fail, metered], heartbeat_s=0.5)
+    return Service(name="testsvc", tools=[echo, slow, fail, metered, guarded], heartbeat_s=0.5)
 
 
 def gone_service() -> Service:
     return Service(name="testsvc-gone", tools=[gone], heartbeat_s=0.5)
 
 
-TEST_TOOLS = ("testsvc.echo", "testsvc.slow", "testsvc.fail", "testsvc.metered")
+TEST_TOOLS = ("testsvc.echo", "testsvc.slow", "testsvc.fail", "testsvc.metered", "testsvc.guarded")

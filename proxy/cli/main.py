@@ -101,6 +101,86 @@ def cmd_grants(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_approvals(a: argparse.Namespace) -> int:
+    data_dir = data_dir_of(a.data_dir)
+    url = stack_url(a.url, data_dir)
+    token = admin_token(data_dir)
+    if a.action == "list":
+        params = {"state": a.state}
+        if a.team:
+            params["team_id"] = a.team
+        body = asyncio.run(call_api("GET", f"{url}/v1/approvals", token, params=params))
+        rows = body["approvals"]
+        if not rows:
+            print(f"no {a.state} approvals")
+        for r in rows:
+            print(f"{r['approval_id']}  {r['state']:<9} {r['team_id']:<16} {r['agent_id']:<16} "
+                  f"{r['tool']:<20} expires {r['expires_at']}")
+        return 0
+    if not a.id:
+        raise CliError(f"approvals {a.action} needs --id APPROVAL_ID")
+    decision = "approve" if a.action == "approve" else "deny"
+    body = asyncio.run(call_api("POST", f"{url}/v1/approvals/{a.id}/decision", token,
+                                json_body={"decision": decision, "reason": a.reason or ""}))
+    print(f"{body['approval']['approval_id']}: {body['approval']['state']}")
+    return 0
+
+
+def cmd_policy(a: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from pdp.errors import PolicyInvalid
+    from pdp.policy_set import load_policy_dir
+
+    try:
+        policies = load_policy_dir(Path(a.dir) if a.dir else None)
+    except FileNotFoundError as exc:
+        raise CliError(str(exc)) from None
+    if a.action == "check":
+        from pdp.embedded import compile_bundle
+
+        try:
+            compile_bundle(policies)
+        except PolicyInvalid as exc:
+            raise CliError(f"policy does not compile:\n{exc}") from None
+        print(f"ok: {len(policies.modules)} module(s), revision {policies.revision}")
+        return 0
+    if a.action == "test":
+        from pdp.rego_tests import run_policy_tests
+
+        results = run_policy_tests(policies)
+        failed = [r for r in results if not r.passed]
+        for r in results:
+            mark = "PASS" if r.passed else "FAIL"
+            print(f"{mark} {r.package}.{r.name}" + (f": {r.error}" if r.error else ""))
+        print(f"{len(results) - len(failed)}/{len(results)} passed")
+        return 1 if failed or not results else 0
+    data_dir = data_dir_of(a.data_dir)
+    url = stack_url(a.url, data_dir)
+    modules = {**policies.modules, **policies.tests}
+    body = asyncio.run(call_api("POST", f"{url}/v1/admin/policies", admin_token(data_dir),
+                                json_body={"modules": modules}))
+    print(f"pushed and activated revision {body['revision']}")
+    return 0
+
+
+def cmd_usage(a: argparse.Namespace) -> int:
+    data_dir = data_dir_of(a.data_dir)
+    url = stack_url(a.url, data_dir)
+    params = {"team_id": a.team}
+    if a.day:
+        params["day"] = a.day
+    body = asyncio.run(call_api("GET", f"{url}/v1/usage", admin_token(data_dir), params=params))
+    cols = ("calls", "invocations", "completed", "failed", "denied", "tokens_used", "cost_1t")
+    print(f"usage of team {body['team_id']} on {body['day']} (UTC)")
+    print(f"{'tool':<22}{'cat':<5}" + "".join(f"{c:>13}" for c in cols))
+    for row in body["by_tool"]:
+        print(f"{row['tool']:<22}{row['category']:<5}" + "".join(f"{row[c]:>13}" for c in cols))
+    t = body["totals"]
+    print(f"{'total':<27}" + "".join(f"{t[c]:>13}" for c in cols))
+    return 0
+
+
 # --- parser ---------------------------------------------------------------------------------
 
 
@@ -138,6 +218,28 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--team")
     sp.add_argument("--agent")
     sp.add_argument("--capability")
+    sp.add_argument("--url")
+    sp.add_argument("--data-dir")
+
+    sp = add("approvals", cmd_approvals, "governance decisions on calls awaiting approval")
+    sp.add_argument("action", choices=["list", "approve", "deny"])
+    sp.add_argument("--id", help="the approval id (approve, deny)")
+    sp.add_argument("--reason")
+    sp.add_argument("--state", default="pending", help="list: pending (default), approved, ..., all")
+    sp.add_argument("--team")
+    sp.add_argument("--url")
+    sp.add_argument("--data-dir")
+
+    sp = add("policy", cmd_policy, "validate, unit-test and publish Rego policies")
+    sp.add_argument("action", choices=["check", "test", "push"])
+    sp.add_argument("--dir", help="policy directory (default: the shipped pdp/policies)")
+    sp.add_argument("--url")
+    sp.add_argument("--data-dir")
+
+    sp = add("usage", cmd_usage, "usage reports")
+    sp.add_argument("action", choices=["report"])
+    sp.add_argument("--team", required=True)
+    sp.add_argument("--day", help="YYYY-MM-DD (default: today, UTC)")
     sp.add_argument("--url")
     sp.add_argument("--data-dir")
     return p

@@ -1,0 +1,60 @@
+"""Fail closed: a real engine made to fail (raise, overrun its budget) denies; nothing runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from proxy import appkeys
+from proxy.app import create_app
+from tests.conftest import invoke
+
+SLOW = (
+    "package toolproxy.authz\nimport rego.v1\n"
+    'decision := {"allow": true, "reasons": ["slow"], "obligations": {}} if {\n'
+    "  count([x | some x in numbers.range(1, 100000)]) > 0\n}\n"
+)
+RAISES = (
+    "package toolproxy.authz\nimport rego.v1\n"
+    'decision := {"allow": to_number(input.args.expr) > 0, "reasons": [], "obligations": {}}\n'
+)
+
+
+async def app_with_policy(aiohttp_client, settings, tmp_path: Path, source: str, **extra: object):
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "authz.rego").write_text(source)
+    app = create_app(settings.model_copy(update={"policy_dir": policies, **extra}))
+    client = await aiohttp_client(app)
+    await app[appkeys.CATALOG].wait_available(["math"])
+    return client
+
+
+@pytest.mark.parametrize("source, reason", [(SLOW, "pdp_timeout"), (RAISES, "pdp_unavailable")],
+                         ids=["overruns its budget", "built-in error"])
+async def test_engine_failure_denies(aiohttp_client, settings, builtin, token, team, tmp_path,
+                                     bus_spy, source, reason) -> None:
+    client = await app_with_policy(aiohttp_client, settings, tmp_path, source, pdp_budget_ms=20)
+    # "pi" is a fine expression for the tool, but not a number for to_number(): a built-in error.
+    status, body = await invoke(client, token(team=team), "math", {"expr": "pi"})
+    assert status == 503
+    assert body["status"] == "UNAVAILABLE"
+    assert body["error"]["code"] == "pdp_unavailable"
+    assert body["error"]["reasons"] == [reason]
+    await bus_spy.settle()
+    assert bus_spy.subjects == []
+    metrics = await (await client.get("/metrics")).text()
+    assert 'toolproxy_pdp_errors_total{code="pdp_unavailable"} 1.0' in metrics
+    # Listing fails closed as well: no partial catalog.
+    r = await client.get("/v1/tools", headers={"Authorization": f"Bearer {token(team=team)}"})
+    assert r.status == 503 and (await r.json())["error"]["code"] == "pdp_unavailable"
+
+
+async def test_the_same_slow_policy_allows_within_a_generous_budget(
+    aiohttp_client, settings, builtin, token, team, tmp_path
+) -> None:
+    # Proves the policy itself is fine: only the budget made the previous test deny.
+    client = await app_with_policy(aiohttp_client, settings, tmp_path, SLOW, pdp_budget_ms=5000)
+    status, body = await invoke(client, token(team=team), "math", {"expr": "1+1"})
+    assert status == 200, body
