@@ -57,7 +57,7 @@ class EmbeddedEngine:
             # Built node by node: cheaper than having rego-cpp parse a JSON term.
             self._rego.set_input(Input(input_doc))
             out = self._rego.query_bundle_entrypoint(self._bundle, ENTRYPOINT)
-        except RegoError as exc:
+        except (RegoError, ValueError) as exc:  # regopy raises JSONDecodeError for some failures
             raise EngineError(f"evaluation failed: {exc}") from exc
         if not out.ok():
             raise EngineError(f"evaluation failed: {out}")

@@ -17,6 +17,7 @@ import structlog
 
 from pdp.overrides import COLUMNS as OVERRIDE_COLUMNS
 from pdp.overrides import Override, override_from_row
+from pdp.quotas import QUOTA_COLUMNS, Quota, quota_from_row
 
 log = structlog.get_logger("toolproxy.grants")
 
@@ -130,9 +131,9 @@ class GrantRepository:
 
 
 class GrantCache:
-    """All grants and overrides in memory; a NOTIFY (fired by either table) reloads the team it
-    names, a lost listener reloads everything. `ready` is False until the first full load: the
-    PDP fails closed until then."""
+    """A team's access data in memory — grants, overrides and quotas; a NOTIFY (fired by any of
+    those tables) reloads the team it names, a lost listener reloads everything. `ready` is
+    False until the first full load: the PDP fails closed until then."""
 
     def __init__(self, pool: asyncpg.Pool, dsn: str, *, full_reload_s: float = 30.0) -> None:
         self._pool = pool
@@ -140,6 +141,7 @@ class GrantCache:
         self._full_reload_s = full_reload_s
         self._by_team: dict[str, list[Grant]] = {}
         self._overrides: dict[str, list[Override]] = {}
+        self._quotas: dict[str, list[Quota]] = {}
         self._task: asyncio.Task[None] | None = None
         self._listener: asyncpg.Connection | None = None
         self.ready = False
@@ -175,10 +177,17 @@ class GrantCache:
             if o.agent_id == agent_id and o.tool == tool and o.active(now)
         ]
 
+    def quota(self, team_id: str, agent_id: str | None) -> Quota | None:
+        for q in self._quotas.get(team_id, ()):
+            if q.agent_id == agent_id:
+                return q
+        return None
+
     async def reload_all(self) -> None:
         async with self._pool.acquire() as conn, conn.transaction(readonly=True):
             grant_rows = await conn.fetch(f"SELECT {_COLUMNS} FROM grants")
             override_rows = await conn.fetch(f"SELECT {OVERRIDE_COLUMNS} FROM overrides")
+            quota_rows = await conn.fetch(f"SELECT {QUOTA_COLUMNS} FROM quotas")
         by_team: dict[str, list[Grant]] = {}
         for r in grant_rows:
             g = _row(r)
@@ -187,7 +196,11 @@ class GrantCache:
         for r in override_rows:
             o = override_from_row(r)
             overrides.setdefault(o.team_id, []).append(o)
-        self._by_team, self._overrides = by_team, overrides
+        quotas: dict[str, list[Quota]] = {}
+        for r in quota_rows:
+            q = quota_from_row(r)
+            quotas.setdefault(q.team_id, []).append(q)
+        self._by_team, self._overrides, self._quotas = by_team, overrides, quotas
         self.ready = True
         self.version += 1
 
@@ -197,8 +210,10 @@ class GrantCache:
             override_rows = await conn.fetch(
                 f"SELECT {OVERRIDE_COLUMNS} FROM overrides WHERE team_id = $1", team_id
             )
+            quota_rows = await conn.fetch(f"SELECT {QUOTA_COLUMNS} FROM quotas WHERE team_id = $1", team_id)
         _replace(self._by_team, team_id, [_row(r) for r in grant_rows])
         _replace(self._overrides, team_id, [override_from_row(r) for r in override_rows])
+        _replace(self._quotas, team_id, [quota_from_row(r) for r in quota_rows])
         self.version += 1
 
     async def _connect_listener(self) -> None:

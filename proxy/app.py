@@ -17,6 +17,7 @@ from pdp.overrides import OverrideRepository
 from pdp.point import PolicyDecisionPoint
 from pdp.policy_set import PolicySet, load_policy_dir
 from pdp.policy_store import PolicyWatcher, active_policies
+from pdp.quotas import Quota, QuotaRepository
 from proxy import appkeys as k
 from proxy.approval_flow import ApprovalFlow
 from proxy.bus import close as close_nats
@@ -25,13 +26,25 @@ from proxy.catalog import Catalog
 from proxy.config import Settings
 from proxy.db import create_pool
 from proxy.journal import Journal
+from proxy.limits.counters import Counters
+from proxy.limits.limiter import Limiter
 from proxy.metrics import Metrics
 from proxy.middlewares.auth import authenticate
 from proxy.middlewares.errors import errors
 from proxy.middlewares.http_metrics import http_metrics
 from proxy.middlewares.request_context import request_context
 from proxy.pipeline import Pipeline
-from proxy.routes import admin_governance, admin_grants, approvals, probes, tools, usage
+from proxy.routes import (
+    admin_governance,
+    admin_grants,
+    admin_quotas,
+    approvals,
+    mcp,
+    openai_tools,
+    probes,
+    tools,
+    usage,
+)
 from proxy.tokens import TokenVerifier
 
 log = structlog.get_logger("toolproxy.app")
@@ -118,6 +131,28 @@ async def _journal(app: web.Application) -> AsyncIterator[None]:
     await journal.close()
 
 
+async def _limits(app: web.Application) -> AsyncIterator[None]:
+    metrics = app[k.METRICS]
+
+    def remaining(team: str, agent: str | None, quota: Quota, used: Counters) -> None:
+        for kind, limit, value in (
+            ("invocations", quota.invocations, used.invocations),
+            ("tokens", quota.tokens, used.tokens),
+            ("compute_units", quota.compute_units, used.compute_units),
+            ("cost_1t", quota.cost_1t, used.cost_1t),
+        ):
+            if limit is not None:
+                metrics.quota_remaining.labels(team=team, agent=agent or "", kind=kind).set(
+                    max(0.0, float(limit) - float(value)))
+
+    limiter = Limiter(app[k.NC].jetstream(timeout=2.0), app[k.GRANTS].quota, remaining)
+    await limiter.start()
+    app[k.LIMITER] = limiter
+    app[k.QUOTA_REPO] = QuotaRepository(app[k.POOL])
+    yield
+    await limiter.close()
+
+
 async def _pipeline(app: web.Application) -> AsyncIterator[None]:
     s = app[k.SETTINGS]
     pipeline = Pipeline(
@@ -127,6 +162,7 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
         nc=app[k.NC],
         journal=app[k.JOURNAL],
         approvals=ApprovalRepository(app[k.POOL], ttl=timedelta(seconds=s.approval_ttl_s)),
+        limiter=app[k.LIMITER],
         metrics=app[k.METRICS],
     )
     flow = ApprovalFlow(pipeline)
@@ -147,7 +183,8 @@ def create_app(settings: Settings) -> web.Application:
     app[k.METRICS] = Metrics()
     app[k.VERIFIER] = TokenVerifier(settings)
     # Created in order, released in reverse.
-    app.cleanup_ctx.extend([_postgres, _nats, _pdp, _catalog, _journal, _pipeline])
-    for module in (tools, usage, admin_grants, admin_governance, approvals, probes):
+    app.cleanup_ctx.extend([_postgres, _nats, _pdp, _catalog, _journal, _limits, _pipeline])
+    for module in (tools, usage, admin_grants, admin_governance, admin_quotas, approvals, probes,
+                   mcp, openai_tools):
         app.router.add_routes(module.routes)
     return app

@@ -9,6 +9,7 @@ from nats.aio.client import Client as NATS
 from pdp.grants import GrantCache, GrantRepository
 from pdp.overrides import OverrideRepository
 from pdp.point import PolicyDecisionPoint
+from pdp.quotas import QuotaRepository
 from proxy.approval_flow import ApprovalFlow
 from proxy.catalog import Catalog
 from proxy.config import Settings
@@ -17,6 +18,7 @@ from proxy.metrics import Metrics
 from proxy.pipeline import Pipeline
 from proxy.tokens import TokenVerifier
 from proxy.journal import Journal
+from proxy.limits.limiter import Limiter
 
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)
@@ -29,6 +31,8 @@ PDP = web.AppKey("pdp", PolicyDecisionPoint)
 CATALOG = web.AppKey("catalog", Catalog)
 OVERRIDE_REPO = web.AppKey("override_repo", OverrideRepository)
 JOURNAL = web.AppKey("journal", Journal)
+LIMITER = web.AppKey("limiter", Limiter)
+QUOTA_REPO = web.AppKey("quota_repo", QuotaRepository)
 PIPELINE = web.AppKey("pipeline", Pipeline)
 APPROVAL_FLOW = web.AppKey("approval_flow", ApprovalFlow)
 

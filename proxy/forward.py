@@ -46,6 +46,15 @@ def headers_for(meta: CallMeta, deadline_epoch_s: float) -> dict[str, str]:
     return h
 
 
+async def cancel(nc: NATS, manifest: ToolManifest, meta: CallMeta) -> None:
+    """Tell whichever instance runs the call to stop (best effort: it may already be done)."""
+    try:
+        await nc.publish(p.cancel_subject(manifest.tool_id), b"", headers={p.H_CALL_ID: meta.call_id})
+        await nc.flush(timeout=1)
+    except Exception:
+        pass
+
+
 async def forward(
     nc: NATS,
     manifest: ToolManifest,

@@ -63,6 +63,22 @@ class Metrics:
         self.catalog_rejected = Counter(
             "toolproxy_catalog_rejected_total", "Tool manifests refused by the catalog", registry=r
         )
+        self.limited = Counter(
+            "toolproxy_limited_total",
+            "Calls refused before forwarding by a rate limit or a daily quota",
+            ["category", "code", "reason"],
+            registry=r,
+        )
+        self.quota_remaining = Gauge(
+            "toolproxy_quota_remaining",
+            "What is left of today's quota (teams and agents with a quota configured)",
+            ["team", "agent", "kind"],
+            registry=r,
+        )
+        self.limits_errors = Counter(
+            "toolproxy_limits_errors_total", "Limit checks that failed (the call was refused)",
+            registry=r,
+        )
         self.usage_pending = Gauge(
             "toolproxy_usage_pending", "Usage records accepted but not yet in Postgres", registry=r
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -33,9 +34,10 @@ from proxy.errors import (
     ToolUnavailable,
     UnknownTool,
 )
-from proxy.forward import BadToolReply, CallMeta, forward
+from proxy.forward import BadToolReply, CallMeta, cancel, forward
 from proxy.identity import Identity
 from proxy.journal import Journal
+from proxy.limits.limiter import Limiter, LimitsUnavailable
 from proxy.metrics import Metrics
 from proxy.usage import UsageRecord
 from services.sdk.manifest import ToolManifest, is_valid_tool_name
@@ -96,6 +98,7 @@ class Ending:
     cost: float = 0.0
     reasons: list[str] | None = None
     tool_code: str | None = None
+    retry_after: float | None = None
 
 
 class Pipeline:
@@ -108,6 +111,7 @@ class Pipeline:
         nc: NATS,
         journal: Journal,
         approvals: ApprovalRepository,
+        limiter: Limiter,
         metrics: Metrics,
     ) -> None:
         self.settings = settings
@@ -116,6 +120,7 @@ class Pipeline:
         self.nc = nc
         self.journal = journal
         self.approvals = approvals
+        self.limiter = limiter
         self.metrics = metrics
         # Per manifest object (a catalog change replaces the object): the schema validator and
         # the tool's view in the policy input, built once instead of on every call.
@@ -269,7 +274,33 @@ class Pipeline:
             call_id=call.call_id, decision_id=call.decision_id, approval_id=approval.approval_id,
             expires_at=approval.expires_at.isoformat(), reasons=decision.reasons))
 
+    async def _admit(self, call: Call, decision: Decision) -> Ending | None:
+        """Rate limits and quotas: None when admitted, else how the call ends (not forwarded)."""
+        m = call.manifest
+        try:
+            admission = await self.limiter.admit(
+                team_id=call.identity.team_id, agent_id=call.identity.agent_id, tool=m.tool_id,
+                category=m.category, rate=decision.obligations.rate,
+            )
+        except LimitsUnavailable as exc:
+            self.metrics.limits_errors.inc()
+            log.warning("limits_unavailable", error=str(exc))
+            return Ending(503, "UNAVAILABLE", "limits_unavailable",
+                          "rate limits could not be checked; nothing was executed")
+        if admission.allowed:
+            return None
+        assert admission.code is not None and admission.reason is not None
+        self.metrics.limited.labels(category=m.category, code=admission.code,
+                                    reason=admission.reason).inc()
+        message = ("rate limit reached for this tool" if admission.code == "rate_limited"
+                   else "today's quota is used up")
+        return Ending(429, "DENIED", admission.code, message, reasons=[admission.reason],
+                      retry_after=admission.retry_after)
+
     async def _execute(self, call: Call, decision: Decision, record: Any) -> Outcome:
+        refused = await self._admit(call, decision)
+        if refused is not None:
+            return await self._end(call, decision, refused, record)
         m = call.manifest
         timeout_ms = min(decision.obligations.timeout_ms or m.deadline_ms, m.deadline_ms)
         meta = CallMeta(
@@ -296,8 +327,15 @@ class Pipeline:
             ending = Ending(503, "UNAVAILABLE", exc.code, exc.message)
         except BadToolReply as exc:
             ending = Ending(200, "FAILED", "bad_tool_output", str(exc), executed=True)
+        except asyncio.CancelledError:
+            # The client went away (or the proxy is stopping): stop the tool, and record the
+            # call as CANCELLED (499: nobody received a response) before giving up.
+            await asyncio.shield(self._cancelled(call, decision, record, meta))
+            raise
         else:
             cost = round(m.cost.price(reply.tokens_used, reply.compute_units), 12)
+            self.limiter.settle(team_id=call.identity.team_id, agent_id=call.identity.agent_id,
+                                tokens=reply.tokens_used, compute=reply.compute_units, cost=cost)
             metering = dict(executed=True, result_id=str(uuid.uuid4()), tokens=reply.tokens_used,
                             compute=reply.compute_units, cost=cost)
             if reply.ok:
@@ -309,6 +347,11 @@ class Pipeline:
                 ending = Ending(200, "FAILED", "tool_error", reply.error.message,
                                 tool_code=reply.error.code, **metering)  # type: ignore[arg-type]
         return await self._end(call, decision, ending, record)
+
+    async def _cancelled(self, call: Call, decision: Decision, record: Any, meta: CallMeta) -> None:
+        await cancel(self.nc, call.manifest, meta)
+        ending = Ending(499, "CANCELLED", "cancelled", "the client disconnected", executed=True)
+        await self._end(call, decision, ending, record)
 
     async def _end(self, call: Call, decision: Decision, e: Ending, record: Any) -> Outcome:
         """Render the ending, make its usage and decision records durable, count it."""
@@ -330,6 +373,8 @@ class Pipeline:
                     body["result_id"] = e.result_id
                 body["tokens_used"] = e.tokens
                 body["cost_1t"] = e.cost
+            if e.retry_after is not None:
+                error["retry_after_s"] = round(min(e.retry_after, 86_400.0), 3)
         elapsed = time.perf_counter() - call.t0
         m = call.manifest
         self.metrics.requests.labels(tool=m.tool_id, category=m.category, status=e.status).inc()
@@ -363,7 +408,11 @@ class Pipeline:
         log.info("call_finished", status=e.status, code=e.code, http_status=e.http_status,
                  latency_ms=round(elapsed * 1000.0, 3), policy_revision=decision.policy_revision,
                  reasons=decision.reasons)
-        return Outcome(e.http_status, body)
+        headers = {}
+        if e.retry_after is not None:
+            # Whole seconds, rounded up: a client waiting this long is admitted.
+            headers["Retry-After"] = str(max(1, math.ceil(min(e.retry_after, 86_400.0))))
+        return Outcome(e.http_status, body, headers)
 
 
 def authorization_required_body(*, call_id: str, decision_id: str, approval_id: str,

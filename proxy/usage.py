@@ -123,6 +123,43 @@ async def team_day_totals(pool: asyncpg.Pool, team_id: str, day: date) -> dict[s
     }
 
 
+GROUPS = {"tool": "tool", "agent": "agent_id", "day": "day"}
+_SUMS = """sum(calls) AS calls, sum(invocations) AS invocations, sum(completed) AS completed,
+           sum(failed) AS failed, sum(denied) AS denied, sum(tokens_used) AS tokens_used,
+           sum(compute_units) AS compute_units, sum(cost_1t) AS cost_1t"""
+
+
+async def usage_report(
+    pool: asyncpg.Pool, team_id: str, start: date, end: date, group_by: str
+) -> dict[str, Any]:
+    """Totals over [start, end] (days, inclusive) and rows grouped by tool, agent or day."""
+    column = GROUPS[group_by]  # from a fixed map: never caller text in SQL
+    total = await pool.fetchrow(
+        f"SELECT {_SUMS} FROM usage_daily WHERE team_id = $1 AND day BETWEEN $2 AND $3",
+        team_id, start, end,
+    )
+    rows = await pool.fetch(
+        f"""SELECT {column} AS key, {_SUMS} FROM usage_daily
+            WHERE team_id = $1 AND day BETWEEN $2 AND $3 GROUP BY {column} ORDER BY {column}""",
+        team_id, start, end,
+    )
+
+    def clean(r: asyncpg.Record) -> dict[str, Any]:
+        return {k: (0 if v is None else _num(v)) for k, v in dict(r).items()}
+
+    return {
+        "team_id": team_id,
+        "from": start.isoformat(),
+        "to": end.isoformat(),
+        "group_by": group_by,
+        "totals": clean(total),
+        "groups": [
+            {**clean(r), "key": r["key"].isoformat() if isinstance(r["key"], date) else r["key"]}
+            for r in rows
+        ],
+    }
+
+
 def _num(v: Any) -> Any:
     # sum(bigint) is numeric in Postgres: hand JSON an int.
     from decimal import Decimal

@@ -50,6 +50,26 @@ async def slow(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     return {"slept": args.get("seconds", 0)}
 
 
+patient_outcomes: list[str] = []  # "finished" or "cancelled"
+
+
+@tool(
+    tool_id="testsvc.patient",
+    category="A",
+    action="read",
+    description="Sleeps for `seconds` within a 2 s deadline; records whether it was cancelled.",
+    input_schema={**OBJ, "properties": {"seconds": {"type": "number", "minimum": 0, "maximum": 1.9}}},
+)
+async def patient(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    try:
+        await asyncio.sleep(float(args.get("seconds", 0)))
+    except asyncio.CancelledError:
+        patient_outcomes.append("cancelled")
+        raise
+    patient_outcomes.append("finished")
+    return {"slept": args.get("seconds", 0)}
+
+
 @tool(
     tool_id="testsvc.fail",
     category="A",
@@ -104,11 +124,12 @@ async def gone(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
 
 
 def testsvc_service() -> Service:
-    return Service(name="testsvc", tools=[echo, slow, fail, metered, guarded], heartbeat_s=0.5)
+    return Service(name="testsvc", tools=[echo, slow, patient, fail, metered, guarded], heartbeat_s=0.5)
 
 
 def gone_service() -> Service:
     return Service(name="testsvc-gone", tools=[gone], heartbeat_s=0.5)
 
 
-TEST_TOOLS = ("testsvc.echo", "testsvc.slow", "testsvc.fail", "testsvc.metered", "testsvc.guarded")
+TEST_TOOLS = ("testsvc.echo", "testsvc.slow", "testsvc.patient", "testsvc.fail", "testsvc.metered",
+              "testsvc.guarded")

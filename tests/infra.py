@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -115,3 +116,48 @@ async def fresh_database(server_url: str) -> AsyncIterator[str]:
             await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         finally:
             await admin.close()
+
+
+class ProxyProcess:
+    """`toolproxy serve` as its own process (a real replica), stopped by its PID."""
+
+    def __init__(self, database_url: str, nats_url: str, secret: str, **env: str) -> None:
+        import sys
+
+        from proxy.embedded.child import Child
+
+        self.port = free_port()
+        self.root = scratch_dir("toolproxy-replica-")
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("TOOLPROXY_")}
+        environ.update(
+            TOOLPROXY_DATABASE_URL=database_url, TOOLPROXY_NATS_URL=nats_url,
+            TOOLPROXY_PORT=str(self.port), TOOLPROXY_JWT_SECRET=secret,
+            TOOLPROXY_DATA_DIR=str(self.root), TOOLPROXY_LOG_LEVEL="warning", **env,
+        )
+        self.child = Child("proxy", [sys.executable, "-m", "proxy.cli.main", "serve"],
+                           log_path=self.root / "proxy.log", env=environ)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self, wait_for_tools: tuple[str, ...] = ()) -> None:
+        import aiohttp
+
+        self.child.start()
+        async with aiohttp.ClientSession() as s:
+            for _ in range(300):
+                if not self.child.running():
+                    raise RuntimeError(f"replica exited: {self.child.log_tail()}")
+                try:
+                    async with s.get(f"{self.url}/readyz") as r:
+                        if r.status == 200:
+                            return
+                except aiohttp.ClientError:
+                    pass
+                await asyncio.sleep(0.1)
+        raise RuntimeError(f"replica not ready: {self.child.log_tail()}")
+
+    def stop(self) -> None:
+        self.child.stop()
+        shutil.rmtree(self.root, ignore_errors=True)

@@ -1,9 +1,15 @@
 # Toolproxy authorization policy: may this subject invoke this tool, with these arguments?
 #
-# Input (built by pdp.input.build_input): version, subject{agent_id, team_id, roles},
-# action ("tool.<name>.invoke"), tool (catalog entry), args, context, grants (capabilities
-# granted to this subject, exact strings), phase ("list" | "call").
+# Input (built by pdp.input.build_input, pinned by tests/test_pdp_input.py):
+#   version, subject{agent_id, team_id, roles}, action ("tool.<name>.invoke"),
+#   tool{tool_id, version, category, action, risk, network, requires_approval, timeout_ms, plugin},
+#   args, context{team_id, agent_run_id, confidential}, grants (exact capabilities),
+#   overrides (this subject's per-tool overrides), approval (null | {state, args_match}),
+#   phase ("list" | "call").
 # Output: data.toolproxy.authz.decision = {allow, require_approval, reasons[], obligations}.
+#
+# Written for both engines: regopy (rego-cpp, embedded) and OPA 1.x (server). Bodies that use
+# `not` or `with` keep their braces, and rules stay few: rego-cpp pays per rule evaluated.
 package toolproxy.authz
 
 import rego.v1
@@ -12,10 +18,17 @@ category_timeout_ms := {"A": 2000, "B": 3000, "C": 5000, "D": 10000}
 
 category_rate_per_minute := {"A": 600, "B": 120, "C": 30, "D": 5}
 
+# Input fields bound once: in rego-cpp each `input.` lookup costs more than a rule reference.
 tool := input.tool
 
-# Grants name one exact capability; nothing here expands or matches patterns.
-granted if input.action in input.grants
+context := input.context
+
+phase := input.phase
+
+# This subject's overrides for this very tool (the list may name other tools).
+tool_overrides := [o | some o in input.overrides; o.tool == tool.tool_id]
+
+override_effects := {o.effect | some o in tool_overrides}
 
 # --- who may call what -------------------------------------------------------------------
 
@@ -25,22 +38,43 @@ permitted contains "category_a_default" if {
 	tool.action == "read"
 }
 
-# Everything else needs a grant naming this exact tool (a write grant never implies another).
-permitted contains "granted" if granted
+# Everything else needs a grant or an allow override naming this exact tool: exact string
+# membership only, so a grant for one tool never implies another.
+permitted contains "granted" if input.action in input.grants
 
-# --- argument-aware and contextual denials -----------------------------------------------
+permitted contains "override_allow" if "allow" in override_effects
 
-deny contains "team_mismatch" if input.context.team_id != input.subject.team_id
+# --- denials -------------------------------------------------------------------------------
 
-deny contains "grant_required" if {
-	count(permitted) == 0
+deny contains "grant_required" if count(permitted) == 0
+
+# An explicit deny override beats everything, category A defaults and grants included.
+deny contains "override_deny" if "deny" in override_effects
+
+deny contains "team_mismatch" if {
+	context.team_id != null
+	context.team_id != input.subject.team_id
+}
+
+deny contains reason if {
+	context.confidential == true
+	some reason in confidential_denials
+}
+
+confidential_denials contains "confidential_excludes_category_d" if tool.category == "D"
+
+confidential_denials contains "confidential_excludes_plugins" if tool.plugin == true
+
+# Argument-aware rules: only a call has arguments.
+deny contains reason if {
+	phase == "call"
+	some reason in argument_denials
 }
 
 # GREENFOOD: agents may create orders and read inventory, never change prices or stock.
 greenfood_agent_ops := {"create_order", "get_inventory"}
 
-deny contains "greenfood_op_forbidden" if {
-	input.phase == "call"
+argument_denials contains "greenfood_op_forbidden" if {
 	tool.tool_id == "greenfood.order"
 	not input.args.op in greenfood_agent_ops
 	not "admin" in input.subject.roles
@@ -49,39 +83,111 @@ deny contains "greenfood_op_forbidden" if {
 # data.query: only the named read-only queries the catalog declares.
 data_queries := {"tasks_by_status", "usage_by_tool"}
 
-deny contains "unknown_named_query" if {
-	input.phase == "call"
+argument_denials contains "unknown_named_query" if {
 	tool.tool_id == "data.query"
 	not input.args.query in data_queries
 }
 
-# --- decision ----------------------------------------------------------------------------
+# --- approval (calls only; a granted category D tool is still listed) ---------------------
 
-allow if count(deny) == 0
-
-default require_approval := false
-
-require_approval if {
-	allow
-	input.phase == "call"
-	tool.requires_approval
+needs_approval if {
+	phase == "call"
+	tool.category == "D"
 }
 
-reasons := sort([r | some r in deny]) if count(deny) > 0
+needs_approval if {
+	phase == "call"
+	tool.requires_approval == true
+}
 
-reasons := sort([r | some r in permitted]) if count(deny) == 0
+# No approval requested yet counts as pending.
+default approval_state := "pending"
 
-timeout_ms := min([tool.timeout_ms, category_timeout_ms[tool.category]])
+approval_state := input.approval.state
+
+# [allow, require_approval, reason]. An approval given for other arguments is no approval;
+# an unknown state fails closed.
+approval_outcome := [true, true, "approval_required"] if {
+	approval_state == "pending"
+} else := [true, false, "approved"] if {
+	approval_state == "approved"
+	input.approval.args_match == true
+} else := [false, false, "approval_args_mismatch"] if {
+	approval_state == "approved"
+} else := [false, false, "approval_denied"] if {
+	approval_state == "denied"
+} else := [false, false, "approval_expired"] if {
+	approval_state == "expired"
+} else := [false, false, "approval_invalid"]
+
+# --- decision ------------------------------------------------------------------------------
+
+# [allow, require_approval, reasons]: base denials first, then the approval, then the grant.
+verdict := [false, false, sorted(deny)] if {
+	count(deny) > 0
+} else := [true, false, sorted(permitted)] if {
+	not needs_approval
+} else := [true, approval_outcome[1], sorted(permitted | {approval_outcome[2]})] if {
+	approval_outcome[0]
+} else := [false, false, [approval_outcome[2]]]
+
+# A sorted array of a set's members. Not sort(set): rego-cpp returns a set there, OPA an array.
+sorted(s) := sort([x | some x in s])
+
+# Overrides only tighten the timeout; an override's rate replaces the category's.
+# Most subjects have no override: that case skips the general computation.
+timeout_ms := tool.timeout_ms if {
+	tool_overrides == []
+	is_number(tool.timeout_ms)
+	tool.timeout_ms > 0
+	tool.timeout_ms < category_timeout_ms[tool.category]
+} else := category_timeout_ms[tool.category] if {
+	tool_overrides == []
+} else := least(timeout_candidates)
+
+timeout_candidates := [t |
+	some t in array.concat(
+		[tool.timeout_ms, category_timeout_ms[tool.category]],
+		[o.timeout_ms | some o in tool_overrides],
+	)
+	is_number(t)
+	t > 0
+]
+
+rate_per_minute := least(override_rates) if {
+	tool_overrides != []
+	override_rates != []
+} else := category_rate_per_minute[tool.category]
+
+override_rates := [r | some o in tool_overrides; r := o.rate_per_minute; is_number(r); r >= 0]
+
+# The smallest number. Not min(): rego-cpp's min, max and sort order numbers as text
+# (min([5000, 10000]) is 10000 there).
+least(xs) := m if {
+	some m in xs
+	every x in xs {
+		m <= x
+	}
+}
+
+redact := ["args", "output"] if {
+	context.confidential == true
+} else := []
+
+default decision := {
+	"allow": false,
+	"require_approval": false,
+	"reasons": ["invalid_input"],
+	"obligations": {"timeout_ms": 1000, "rate": {"per_minute": 1}, "redact": ["args", "output"]},
+}
 
 decision := {
-	"allow": allow,
-	"require_approval": require_approval,
-	"reasons": reasons,
+	"allow": verdict[0],
+	"require_approval": verdict[1],
+	"reasons": verdict[2],
 	"obligations": {
 		"timeout_ms": timeout_ms,
-		"rate": {"per_minute": category_rate_per_minute[tool.category]},
-		"redact": [],
+		"rate": {"per_minute": rate_per_minute},
+		"redact": redact,
 	},
 }
-
-default allow := false

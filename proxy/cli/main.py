@@ -129,7 +129,6 @@ def cmd_approvals(a: argparse.Namespace) -> int:
 def cmd_policy(a: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from pdp.errors import PolicyInvalid
     from pdp.policy_set import load_policy_dir
 
     try:
@@ -137,12 +136,11 @@ def cmd_policy(a: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         raise CliError(str(exc)) from None
     if a.action == "check":
-        from pdp.embedded import compile_bundle
+        from pdp.rego_tests import compile_isolated
 
-        try:
-            compile_bundle(policies)
-        except PolicyInvalid as exc:
-            raise CliError(f"policy does not compile:\n{exc}") from None
+        problem = compile_isolated(policies)
+        if problem is not None:
+            raise CliError(f"policy does not compile:\n{problem}")
         print(f"ok: {len(policies.modules)} module(s), revision {policies.revision}")
         return 0
     if a.action == "test":

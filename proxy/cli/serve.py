@@ -43,6 +43,7 @@ def serve(settings: Settings) -> int:
         print=None,
         shutdown_timeout=10,
         reuse_port=settings.reuse_port,
+        handler_cancellation=True,  # a client that disconnects cancels its call
     )
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 from typing import Literal
 
@@ -9,7 +10,7 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from pdp.decision_log import query_decisions
-from pdp.errors import PolicyInvalid
+from pdp.rego_tests import run_policy_tests
 from pdp.policy_set import PolicySet
 from pdp.policy_store import activate, revisions
 from proxy.appkeys import CATALOG, OVERRIDE_REPO, PDP, POOL, SETTINGS, identity_of
@@ -149,12 +150,15 @@ async def push_policies(request: web.Request) -> web.Response:
         modules={k: v for k, v in body.modules.items() if not k.endswith("_test.rego")},
         tests={k: v for k, v in body.modules.items() if k.endswith("_test.rego")},
     )
-    try:
-        from pdp.embedded import compile_bundle
-
-        compile_bundle(policies)
-    except PolicyInvalid as exc:
-        raise PolicyRejected(f"the policy does not compile: {exc}") from None
+    # In a child process: some sources abort rego-cpp, which must not take this proxy down.
+    # The pushed *_test.rego tests must pass too.
+    results = await asyncio.to_thread(run_policy_tests, policies)
+    failed = [r for r in results if not r.passed]
+    if failed:
+        if failed[0].name == "compile":
+            raise PolicyRejected(f"the policy does not compile: {failed[0].error}")
+        listed = "; ".join(f"{r.package}.{r.name}: {r.error}" for r in failed[:10])
+        raise PolicyRejected(f"{len(failed)} policy test(s) failed: {listed}")
     revision = await activate(request.app[POOL], policies,
                               created_by=f"{identity.role}:{identity.agent_id}@{identity.team_id}")
     pinned = request.app[SETTINGS].policy_dir is not None

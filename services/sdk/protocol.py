@@ -16,6 +16,11 @@ def invoke_subject(tool: str) -> str:
     return f"tools.{tool}.invoke"
 
 
+def cancel_subject(tool: str) -> str:
+    """Every instance of the tool's service listens (no queue group): whoever runs it stops."""
+    return f"tools.{tool}.cancel"
+
+
 def queue_group(tool: str) -> str:
     return f"svc.{tool}"
 

@@ -107,6 +107,7 @@ class Service:
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
     _heartbeat: asyncio.Task[None] | None = field(default=None, init=False)
     _slots: asyncio.Semaphore | None = field(default=None, init=False)
+    _running: dict[str, asyncio.Task[Any]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         names = [t.manifest.tool_id for t in self.tools]
@@ -127,6 +128,9 @@ class Service:
                 cb=self._dispatcher(t),
             )
             self._subs.append(sub)
+            self._subs.append(
+                await nc.subscribe(p.cancel_subject(t.manifest.tool_id), cb=self._on_cancel)
+            )
         self._subs.append(await nc.subscribe(p.DISCOVER_SUBJECT, cb=self._on_discover))
         await nc.flush()
         await self.announce()
@@ -171,6 +175,13 @@ class Service:
     async def _on_discover(self, msg: Msg) -> None:
         await self.announce()
 
+    async def _on_cancel(self, msg: Msg) -> None:
+        call_id = (msg.headers or {}).get(p.H_CALL_ID, "")
+        task = self._running.get(call_id)
+        if task is not None and not task.done():
+            log.info("call_cancelled", call_id=call_id)
+            task.cancel()
+
     def _dispatcher(self, t: ToolDef) -> Callable[[Msg], Awaitable[None]]:
         # nats-py runs one callback at a time per subscription: hand each message to its own
         # task so a slow call never blocks the next one; the semaphore bounds concurrency.
@@ -195,7 +206,15 @@ class Service:
             call_id=ctx.call_id, decision_id=ctx.decision_id, tool=t.manifest.tool_id
         )
         with bound:
-            reply = await self._run(t, msg.data, ctx)
+            current = asyncio.current_task()
+            if ctx.call_id and current is not None:
+                self._running[ctx.call_id] = current
+            try:
+                reply = await self._run(t, msg.data, ctx)
+            except asyncio.CancelledError:
+                return  # cancelled by the proxy: nobody waits for a reply any more
+            finally:
+                self._running.pop(ctx.call_id, None)
             if ctx.remaining() <= 0:
                 log.info("reply_after_deadline_dropped")
                 return

@@ -1,0 +1,1 @@
+"""Rate limits and daily quotas, shared by every replica through NATS JetStream key-value."""

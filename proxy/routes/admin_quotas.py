@@ -1,0 +1,83 @@
+"""Daily quotas: admins set them per team or agent; governance reads its own team's."""
+
+from __future__ import annotations
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
+
+from pdp.quotas import Quota
+from proxy.appkeys import LIMITER, QUOTA_REPO, identity_of
+from proxy.body import read_model
+from proxy.errors import Forbidden, InvalidRequest, NotFound
+from proxy.identity import ID_PATTERN, is_valid_id
+from proxy.routes.admin_grants import require_governance
+from proxy.routes.tools import json_response
+
+routes = web.RouteTableDef()
+
+
+class QuotaBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    team_id: str = Field(pattern=ID_PATTERN, max_length=64)
+    agent_id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=64)
+    invocations: int | None = Field(default=None, ge=0)
+    tokens: int | None = Field(default=None, ge=0)
+    compute_units: float | None = Field(default=None, ge=0)
+    cost_1t: float | None = Field(default=None, ge=0)
+
+
+class QuotaKey(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    team_id: str = Field(pattern=ID_PATTERN, max_length=64)
+    agent_id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=64)
+
+
+@routes.post("/v1/admin/quotas")
+async def set_quota(request: web.Request) -> web.Response:
+    identity = identity_of(request)
+    if not identity.is_admin:
+        raise Forbidden("quotas are set by admin tokens")
+    body = await read_model(request, QuotaBody)
+    q = await request.app[QUOTA_REPO].put(
+        Quota(team_id=body.team_id, agent_id=body.agent_id, invocations=body.invocations,
+              tokens=body.tokens, compute_units=body.compute_units, cost_1t=body.cost_1t),
+        by=f"{identity.role}:{identity.agent_id}@{identity.team_id}",
+    )
+    return json_response(201, {"quota": q.as_json()})
+
+
+@routes.get("/v1/admin/quotas")
+async def list_quotas(request: web.Request) -> web.Response:
+    """Each quota with what was used today (UTC) and what remains."""
+    identity = identity_of(request)
+    team = request.query.get("team_id") or (None if identity.is_admin else identity.team_id)
+    if team is not None and not is_valid_id(team):
+        raise InvalidRequest("team_id is not a valid id")
+    require_governance(identity, team)
+    limiter = request.app[LIMITER]
+    out = []
+    for q in await request.app[QUOTA_REPO].list(team):
+        used = await limiter.counters(q.team_id, q.agent_id)
+        entry = q.as_json()
+        entry["used_today"] = {"invocations": used.invocations, "tokens": used.tokens,
+                               "compute_units": used.compute_units, "cost_1t": used.cost_1t}
+        entry["remaining_today"] = {
+            kind: (None if limit is None else max(0, limit - entry["used_today"][kind]))
+            for kind, limit in (("invocations", q.invocations), ("tokens", q.tokens),
+                                ("compute_units", q.compute_units), ("cost_1t", q.cost_1t))
+        }
+        out.append(entry)
+    return json_response(200, {"quotas": out})
+
+
+@routes.post("/v1/admin/quotas/delete")
+async def delete_quota(request: web.Request) -> web.Response:
+    identity = identity_of(request)
+    if not identity.is_admin:
+        raise Forbidden("quotas are set by admin tokens")
+    body = await read_model(request, QuotaKey)
+    if not await request.app[QUOTA_REPO].delete(body.team_id, body.agent_id):
+        raise NotFound("no such quota")
+    return json_response(200, {"deleted": True})
