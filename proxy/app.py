@@ -39,8 +39,6 @@ from proxy.routes import (
     admin_grants,
     admin_quotas,
     approvals,
-    mcp,
-    openai_tools,
     probes,
     tools,
     usage,
@@ -184,7 +182,6 @@ def create_app(settings: Settings) -> web.Application:
     app[k.VERIFIER] = TokenVerifier(settings)
     # Created in order, released in reverse.
     app.cleanup_ctx.extend([_postgres, _nats, _pdp, _catalog, _journal, _limits, _pipeline])
-    for module in (tools, usage, admin_grants, admin_governance, admin_quotas, approvals, probes,
-                   mcp, openai_tools):
+    for module in (tools, usage, admin_grants, admin_governance, admin_quotas, approvals, probes):
         app.router.add_routes(module.routes)
     return app
