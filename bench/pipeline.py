@@ -24,11 +24,9 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.load import Result, run  # noqa: E402
-from bench.stack import SECRET, BenchStack  # noqa: E402
-from proxy.config import Settings  # noqa: E402
+from bench.setup import bench_stack, prepare, remove  # noqa: E402
 from proxy.embedded.child import Child  # noqa: E402
 from proxy.embedded.ports import free_port  # noqa: E402
-from proxy.tokens import mint  # noqa: E402
 from services.sdk import protocol as p  # noqa: E402
 
 BARE_SERVER = '''
@@ -97,7 +95,7 @@ async def main(seconds: float, workers: int) -> None:
         uvloop.install()
     except ImportError:
         pass
-    stack = BenchStack(proxy_env={"TOOLPROXY_WORKERS": str(workers)})
+    stack = bench_stack(workers)
     bare_port = free_port()
     bare = Child("bare", [sys.executable, "-c", BARE_SERVER, str(bare_port)],
                  log_path=Path("/tmp") / f"bench-bare-{os.getpid()}.log")
@@ -106,9 +104,7 @@ async def main(seconds: float, workers: int) -> None:
         await stack.start()
         bare.start()
         await asyncio.sleep(1.0)
-        settings = Settings(jwt_secret=SECRET)  # type: ignore[arg-type]
-        token = mint(settings, agent_id="bench-agent", team_id="bench", ttl_s=3600)
-        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        headers = await prepare(stack)
         invoke_url = f"{stack.url}/v1/tools/invoke"
         for conc in (32, 1):
             results.append(await bench_http(f"bare aiohttp JSON handler, c={conc}",
@@ -120,7 +116,7 @@ async def main(seconds: float, workers: int) -> None:
                                              invoke_url, headers, bodies(False), conc, seconds))
     finally:
         bare.stop()
-        stack.stop()
+        remove(stack)
     print(f"\nmachine: {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}; "
           f"{seconds:.0f}s per run after 1s warm-up, all on loopback; proxy workers: {workers}\n")
     for r in results:

@@ -27,7 +27,7 @@ from proxy.config import Settings
 from proxy.db import create_pool
 from proxy.journal import Journal
 from proxy.limits.counters import Counters
-from proxy.limits.limiter import Limiter
+from proxy.limits.limiter import make_limiter
 from proxy.metrics import Metrics
 from proxy.middlewares.auth import authenticate
 from proxy.middlewares.errors import errors
@@ -143,7 +143,10 @@ async def _limits(app: web.Application) -> AsyncIterator[None]:
                 metrics.quota_remaining.labels(team=team, agent=agent or "", kind=kind).set(
                     max(0.0, float(limit) - float(value)))
 
-    limiter = Limiter(app[k.NC].jetstream(timeout=2.0), app[k.GRANTS].quota, remaining)
+    s = app[k.SETTINGS]
+    limiter = make_limiter(s.limits_store, nats=app[k.NC], pool=app[k.POOL],
+                           quota_of=app[k.GRANTS].quota, on_counted=remaining,
+                           team_per_minute=dict(s.team_rate_per_minute))
     await limiter.start()
     app[k.LIMITER] = limiter
     app[k.QUOTA_REPO] = QuotaRepository(app[k.POOL])

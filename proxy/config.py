@@ -40,8 +40,21 @@ class Settings(BaseSettings):
     pdp_budget_ms: float = Field(default=50.0, gt=0, le=5_000)  # over budget: a denial
     approval_ttl_s: int = Field(default=900, ge=1, le=7 * 24 * 3600)
 
+    # Where rate buckets and quota counters live: "postgres" (one round trip per admission;
+    # admissions stop while Postgres is down) or "nats" (JetStream KV; keeps admitting without
+    # Postgres, at a few hundred µs more per call). See bench/limits.py.
+    limits_store: Literal["postgres", "nats"] = "postgres"
+    # Team-wide ceilings per category, per minute (agent+tool rates come from the policy).
+    team_rate_per_minute: dict[Literal["A", "B", "C", "D"], float] = Field(
+        default_factory=lambda: {"A": 6000.0, "B": 1200.0, "C": 300.0, "D": 50.0}
+    )
+
     max_body_bytes: int = Field(default=1 << 20, ge=1024)
     max_output_bytes: int = Field(default=256 << 10, ge=1024)
+
+    # Benchmarks only ("limits", "journal"): switches parts of the pipeline off to measure what
+    # they cost. With "journal" off nothing is billed or logged; never set it in production.
+    bench_disable: str = ""
 
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_format: Literal["json", "console"] = "json"

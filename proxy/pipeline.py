@@ -125,6 +125,11 @@ class Pipeline:
         # Per manifest object (a catalog change replaces the object): the schema validator and
         # the tool's view in the policy input, built once instead of on every call.
         self._prepared: dict[str, tuple[ToolManifest, Draft202012Validator, dict[str, Any]]] = {}
+        disabled = {p.strip() for p in settings.bench_disable.split(",") if p.strip()}
+        self._limits_on = "limits" not in disabled
+        self._journal_on = "journal" not in disabled
+        if disabled:
+            log.warning("benchmark_mode_parts_disabled", disabled=sorted(disabled))
 
     # --- the steps before a call exists -------------------------------------------------
 
@@ -277,6 +282,8 @@ class Pipeline:
     async def _admit(self, call: Call, decision: Decision) -> Ending | None:
         """Rate limits and quotas: None when admitted, else how the call ends (not forwarded)."""
         m = call.manifest
+        if not self._limits_on:
+            return None
         try:
             admission = await self.limiter.admit(
                 team_id=call.identity.team_id, agent_id=call.identity.agent_id, tool=m.tool_id,
@@ -404,7 +411,8 @@ class Pipeline:
             finished_at=datetime.now(timezone.utc),
         )
         # Shielded: a cancelled request (shutdown) still leaves its records behind.
-        await asyncio.shield(self.journal.record(usage=usage, decisions=[record]))
+        if self._journal_on:
+            await asyncio.shield(self.journal.record(usage=usage, decisions=[record]))
         log.info("call_finished", status=e.status, code=e.code, http_status=e.http_status,
                  latency_ms=round(elapsed * 1000.0, 3), policy_revision=decision.policy_revision,
                  reasons=decision.reasons)

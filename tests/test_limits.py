@@ -42,9 +42,11 @@ def test_gcra_zero_rate_never_admits() -> None:
 
 # --- two replicas ---------------------------------------------------------------------------
 
-@pytest.fixture
-async def replicas(database_url, nats_url, builtin) -> AsyncIterator[list[ProxyProcess]]:
-    procs = [ProxyProcess(database_url, nats_url, TEST_SECRET) for _ in range(2)]
+@pytest.fixture(params=["postgres", "nats"])
+async def replicas(request, database_url, nats_url, builtin) -> AsyncIterator[list[ProxyProcess]]:
+    """Two replicas sharing one limits store (each store in turn)."""
+    procs = [ProxyProcess(database_url, nats_url, TEST_SECRET, TOOLPROXY_LIMITS_STORE=request.param)
+             for _ in range(2)]
     try:
         await asyncio.gather(*(p.start() for p in procs))
         yield procs
@@ -120,7 +122,9 @@ async def test_team_quota_boundary_is_exact_across_replicas(client, token, team,
     assert refused[1]["error"]["code"] == "quota_exceeded"
     assert refused[1]["error"]["reasons"] == ["quota_invocations"]
     assert 0 < int(refused[2]["Retry-After"]) <= 86_400  # until the next UTC midnight
-    listed = await (await client.get("/v1/admin/quotas", params={"team_id": team}, headers=admin)).json()
+    async with aiohttp.ClientSession() as s:
+        async with s.get(f"{replicas[1].url}/v1/admin/quotas", params={"team_id": team}, headers=admin) as r:
+            listed = await r.json()
     assert listed["quotas"][0]["used_today"]["invocations"] == 5
     assert listed["quotas"][0]["remaining_today"]["invocations"] == 0
     # Another team is not affected.

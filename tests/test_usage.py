@@ -110,3 +110,26 @@ async def test_redelivered_record_is_written_once(db_pool) -> None:
     assert await db_pool.fetchval("SELECT count(*) FROM usage_records WHERE team_id = $1", team) == 1
     roll = await db_pool.fetchrow("SELECT calls, cost_1t FROM usage_daily WHERE team_id = $1", team)
     assert (roll["calls"], roll["cost_1t"]) == (1, 0.5)
+
+
+async def test_usage_range_grouped(client, token, team, db_pool) -> None:
+    for agent, expr in (("a1", "1"), ("a1", "2"), ("a2", "3")):
+        await invoke(client, token(agent=agent, team=team), "math", {"expr": expr})
+    await invoke(client, token(agent="a2", team=team), "text", {"op": "upper", "text": "x"})
+    await rows_for(db_pool, team, 4)
+    today = datetime.now(timezone.utc).date().isoformat()
+    tok = token(agent="a1", team=team)
+    r = await client.get("/v1/usage", params={"from": today, "to": today, "group_by": "agent"},
+                         headers=bearer(tok))
+    body = await r.json()
+    assert r.status == 200 and body["group_by"] == "agent"
+    assert {g["key"]: g["calls"] for g in body["groups"]} == {"a1": 2, "a2": 2}
+    assert body["totals"]["calls"] == 4
+    r = await client.get("/v1/usage", params={"group_by": "tool"}, headers=bearer(tok))
+    assert {g["key"]: g["invocations"] for g in (await r.json())["groups"]} == {"math": 3, "text": 1}
+    r = await client.get("/v1/usage", params={"group_by": "day"}, headers=bearer(tok))
+    assert [g["key"] for g in (await r.json())["groups"]] == [today]
+    for bad in ({"group_by": "team"}, {"from": "2026-02-30"}, {"from": today, "to": "2020-01-01"},
+                {"from": "2000-01-01", "to": today}):
+        r = await client.get("/v1/usage", params=bad, headers=bearer(tok))
+        assert r.status == 400, bad

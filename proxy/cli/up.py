@@ -28,13 +28,31 @@ def say(message: str) -> None:
 class Stack:
     """Everything `up` started, stopped in reverse order, each child by its own PID."""
 
-    def __init__(self, data_dir: Path, port: int, workers: int) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int,
+        workers: int,
+        *,
+        env: dict[str, str] | None = None,
+        quiet: bool = False,
+    ) -> None:
         self.data_dir = data_dir
         self.port = port
         self.workers = workers
+        self.extra_env = env or {}  # for the proxy and services processes
+        self.quiet = quiet
         self.logs = data_dir / "logs"
         self.children: list[Child] = []
         self.stopping = asyncio.Event()
+        self.pg: EmbeddedPostgres | None = None
+        self.nats: EmbeddedNats | None = None
+        self.database_url = ""
+        self.nats_url = ""
+
+    def _say(self, message: str) -> None:
+        if not self.quiet:
+            say(message)
 
     def _lock(self) -> None:
         self._lock_file = open(self.data_dir / "up.lock", "w")
@@ -53,23 +71,24 @@ class Stack:
 
         database_url = os.environ.get("TOOLPROXY_DATABASE_URL")
         if not database_url:
-            pg = EmbeddedPostgres(self.data_dir / "postgres", free_port())
+            pg = self.pg = EmbeddedPostgres(self.data_dir / "postgres", free_port())
             await asyncio.to_thread(pg.prepare)
             self.children.append(pg.start(self.logs / "postgres.log"))
             await pg.wait_ready()
             database_url = pg.url()
-            say(f"postgres: 127.0.0.1:{pg.port} (data in {pg.pgdata})")
+            self._say(f"postgres: 127.0.0.1:{pg.port} (data in {pg.pgdata})")
         nats_url = os.environ.get("TOOLPROXY_NATS_URL")
         if not nats_url:
-            ns = EmbeddedNats(self.data_dir / "nats", free_port())
+            ns = self.nats = EmbeddedNats(self.data_dir / "nats", free_port())
             self.children.append(ns.start(self.logs / "nats.log"))
             await ns.wait_ready()
             nats_url = ns.url
-            say(f"nats: {nats_url} (JetStream in {ns.root})")
+            self._say(f"nats: {nats_url} (JetStream in {ns.root})")
+        self.database_url, self.nats_url = database_url, nats_url
 
         applied = await migrate(database_url)
         if applied:
-            say(f"migrations applied: {', '.join(applied)}")
+            self._say(f"migrations applied: {', '.join(applied)}")
 
         env.update(
             TOOLPROXY_DATABASE_URL=database_url,
@@ -78,6 +97,7 @@ class Stack:
             TOOLPROXY_PORT=str(self.port),
             TOOLPROXY_HOST="127.0.0.1",
             TOOLPROXY_WORKERS=str(self.workers),
+            **self.extra_env,
         )
         me = [sys.executable, "-m", "proxy.cli.main"]
         for name, argv in (("services", [*me, "services"]), ("proxy", [*me, "serve"])):
@@ -85,7 +105,7 @@ class Stack:
             child.start()
             self.children.append(child)
 
-        url = f"http://127.0.0.1:{self.port}"
+        url = self.url
         await self._wait_ready(url)
         write_runtime(
             self.data_dir,
@@ -131,6 +151,24 @@ class Stack:
                 await asyncio.wait_for(self.stopping.wait(), 0.5)
             except asyncio.TimeoutError:
                 pass
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def child(self, name: str) -> Child:
+        return next(c for c in self.children if c.name == name)
+
+    def stop_postgres(self) -> None:
+        """Stop the embedded Postgres, keeping its data and port (outage drills)."""
+        assert self.pg is not None and self.pg.child is not None
+        self.children.remove(self.pg.child)
+        self.pg.stop()
+
+    async def start_postgres(self) -> None:
+        assert self.pg is not None
+        self.children.insert(0, self.pg.start(self.logs / "postgres.log"))
+        await self.pg.wait_ready()
 
     def stop(self) -> None:
         for child in reversed(self.children):

@@ -1,0 +1,236 @@
+"""The NATS store for limits: GCRA buckets and daily counters in JetStream KV buckets,
+taken with compare-and-set (proxy.limits.kv). No Postgres on the call path: calls keep being
+admitted while Postgres is down; each admission costs three KV writes in parallel."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from nats.js import JetStreamContext
+from nats.js.api import KeyValueConfig, StorageType
+
+from pdp.quotas import Quota
+from proxy.limits import keys
+from proxy.limits.counters import Counters
+from proxy.limits.gcra import Rate, Verdict, give_back, take
+from proxy.limits.kv import CasStore
+from proxy.limits.limiter import (
+    Admission,
+    LimitsUnavailable,
+    OnCounted,
+    QuotaOf,
+    rates,
+    seconds_to_midnight,
+    utc_day,
+)
+
+log = structlog.get_logger("toolproxy.limits")
+
+RATE_BUCKET = "toolproxy_rate"
+QUOTA_BUCKET = "toolproxy_quota"
+
+
+class NatsLimiter:
+    def __init__(
+        self,
+        js: JetStreamContext,
+        quota_of: QuotaOf,
+        on_counted: OnCounted | None = None,
+        *,
+        team_per_minute: dict[str, float] | None = None,
+    ) -> None:
+        self._js = js
+        self._team_per_minute = team_per_minute or {}
+        self._quota_of = quota_of
+        self._on_counted = on_counted  # e.g. to publish remaining-quota gauges
+        self._rates: CasStore | None = None
+        self._quotas: CasStore | None = None
+        self._settling: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        # Rate state is worth little after a restart (buckets refill within a minute): kept in
+        # memory for fast acknowledgements. Quota counters must survive one: on disk.
+        rate_kv = await self._bucket(RATE_BUCKET, ttl=3600.0, storage=StorageType.MEMORY)
+        quota_kv = await self._bucket(QUOTA_BUCKET, ttl=3 * 86400.0, storage=StorageType.FILE)
+        self._rates, self._quotas = CasStore(rate_kv), CasStore(quota_kv)
+
+    async def _bucket(self, name: str, ttl: float, storage: StorageType) -> Any:
+        try:
+            return await self._js.key_value(name)
+        except Exception:
+            return await self._js.create_key_value(
+                config=KeyValueConfig(bucket=name, history=1, ttl=ttl, storage=storage)
+            )
+
+    async def close(self) -> None:
+        if self._settling:
+            await asyncio.wait(self._settling, timeout=2)
+
+    # --- admission ------------------------------------------------------------------------
+
+    async def admit(
+        self,
+        *,
+        team_id: str,
+        agent_id: str,
+        tool: str,
+        category: str,
+        rate: dict[str, Any] | None,
+        now: float | None = None,
+    ) -> Admission:
+        assert self._rates is not None and self._quotas is not None
+        now = time.time() if now is None else now
+        agent_rate, team_rate = rates(category, rate, self._team_per_minute)
+        agent_key = keys.agent_tool(team_id, agent_id, tool)
+        team_key = keys.team_category(team_id, category)
+        try:
+            # All three in parallel (one round trip); whatever was taken for a refused call
+            # is given back.
+            a, t, q = await asyncio.gather(
+                self._take(agent_key, agent_rate, now),
+                self._take(team_key, team_rate, now),
+                self._count_invocation(team_id, agent_id, now),
+                return_exceptions=True,
+            )
+            pairs = (((agent_key, agent_rate), a), ((team_key, team_rate), t))
+            taken = [kr for kr, v in pairs if isinstance(v, Verdict) and v.allowed]
+            counted = not isinstance(q, BaseException) and q is None
+            failure = next((v for v in (a, t, q) if isinstance(v, BaseException)), None)
+            rate_ok = isinstance(a, Verdict) and a.allowed and isinstance(t, Verdict) and t.allowed
+            if failure is not None or not rate_ok or not counted:
+                await self._give_back_rates(taken, now)
+                if counted:
+                    await self._uncount(team_id, agent_id, now)
+            if failure is not None:
+                raise LimitsUnavailable(str(failure) or type(failure).__name__) from failure
+            assert isinstance(a, Verdict) and isinstance(t, Verdict)
+            if not rate_ok:
+                denied = [(v, why) for v, why in ((a, "agent_tool_rate"), (t, "team_category_rate"))
+                          if not v.allowed]
+                worst = max(denied, key=lambda d: d[0].retry_after)
+                return Admission(False, "rate_limited", worst[1], worst[0].retry_after)
+            if not counted:
+                return Admission(False, "quota_exceeded", f"quota_{q}", seconds_to_midnight(now))
+        except LimitsUnavailable:
+            raise
+        except Exception as exc:
+            raise LimitsUnavailable(str(exc) or type(exc).__name__) from exc
+        return Admission(True)
+
+    async def _take(self, key: str, rate: Rate, now: float) -> Verdict:
+        assert self._rates is not None
+
+        def step(raw: bytes | None) -> tuple[bytes | None, Verdict]:
+            v = take(rate, float(raw) if raw else None, now)
+            return (repr(v.tat).encode() if v.allowed else None), v
+
+        return await self._rates.change(key, step)
+
+    async def _give_back_rates(self, taken: list[tuple[str, Rate]], now: float) -> None:
+        assert self._rates is not None
+        for key, rate in taken:
+            with contextlib.suppress(Exception):  # best effort: at worst one token is lost
+                await self._rates.change(
+                    key, lambda raw, r=rate: ((repr(give_back(r, float(raw), now)).encode() if raw else None), None)
+                )
+
+    def _quota_scopes(self, team_id: str, agent_id: str, now: float) -> list[tuple[str, str | None, Quota | None]]:
+        """The team is always counted (so a quota set mid-day sees the whole day); an agent
+        only when it has a quota of its own."""
+        day = utc_day(now)
+        scopes: list[tuple[str, str | None, Quota | None]] = [
+            (keys.quota(day, team_id), None, self._quota_of(team_id, None))
+        ]
+        agent_quota = self._quota_of(team_id, agent_id)
+        if agent_quota is not None:
+            scopes.append((keys.quota(day, team_id, agent_id), agent_id, agent_quota))
+        return scopes
+
+    async def _uncount(self, team_id: str, agent_id: str, now: float) -> None:
+        for key, _, _ in self._quota_scopes(team_id, agent_id, now):
+            await self._decrement(key)
+
+    async def _count_invocation(self, team_id: str, agent_id: str, now: float) -> str | None:
+        """Count one invocation against today's counters, unless a quota is already spent."""
+        scopes = self._quota_scopes(team_id, agent_id, now)
+        counted: list[str] = []
+        for key, who, quota in scopes:
+            refusal, counters = await self._increment(key, quota)
+            if quota is not None and self._on_counted is not None:
+                self._on_counted(team_id, who, quota, counters)
+            if refusal is not None:
+                for done in counted:
+                    await self._decrement(done)
+                return refusal
+            counted.append(key)
+        return None
+
+    async def _increment(self, key: str, quota: Quota | None) -> tuple[str | None, Counters]:
+        assert self._quotas is not None
+
+        def step(raw: bytes | None) -> tuple[bytes | None, tuple[str | None, Counters]]:
+            c = Counters.load(raw)
+            exhausted = c.exceeded(quota) if quota is not None else None
+            if exhausted is not None:
+                return None, (exhausted, c)
+            c.invocations += 1
+            return c.dump(), (None, c)
+
+        return await self._quotas.change(key, step)
+
+    async def _decrement(self, key: str) -> None:
+        assert self._quotas is not None
+
+        def step(raw: bytes | None) -> tuple[bytes | None, None]:
+            c = Counters.load(raw)
+            c.invocations = max(0, c.invocations - 1)
+            return c.dump(), None
+
+        with contextlib.suppress(Exception):
+            await self._quotas.change(key, step)
+
+    # --- after the call -------------------------------------------------------------------
+
+    def settle(self, *, team_id: str, agent_id: str, tokens: int, compute: float, cost: float,
+               now: float | None = None) -> None:
+        """Add what the call consumed to today's counters, off the request path."""
+        if not (tokens or compute or cost):
+            return
+        now = time.time() if now is None else now
+        day = utc_day(now)
+        targets = [keys.quota(day, team_id)]
+        if self._quota_of(team_id, agent_id) is not None:
+            targets.append(keys.quota(day, team_id, agent_id))
+        task = asyncio.create_task(self._add(targets, tokens, compute, cost))
+        self._settling.add(task)
+        task.add_done_callback(self._settling.discard)
+
+    async def _add(self, targets: list[str], tokens: int, compute: float, cost: float) -> None:
+        assert self._quotas is not None
+
+        def step(raw: bytes | None) -> tuple[bytes | None, None]:
+            c = Counters.load(raw)
+            c.tokens += tokens
+            c.compute_units += compute
+            c.cost_1t += cost
+            return c.dump(), None
+
+        for key in targets:
+            try:
+                await self._quotas.change(key, step)
+            except Exception as exc:
+                log.warning("quota_settle_failed", error=str(exc))
+
+    async def counters(self, team_id: str, agent_id: str | None = None, now: float | None = None) -> Counters:
+        """Today's counters for a team (or agent), read fresh."""
+        assert self._quotas is not None
+        day = utc_day(time.time() if now is None else now)
+        key = keys.quota(day, team_id) if agent_id is None else keys.quota(day, team_id, agent_id)
+        return Counters.load(await self._quotas.read(key))
+
+
