@@ -234,6 +234,15 @@ class ApprovalRepository:
         )
         return [str(r["call_id"]) for r in rows]
 
+    async def cancel(self, call_id: str) -> bool:
+        """pending | approved -> cancelled, for exactly one caller (it records the ending)."""
+        row = await self._pool.fetchval(
+            """UPDATE approvals SET state = 'cancelled', finalized = true
+               WHERE call_id = $1 AND state IN ('pending', 'approved') RETURNING approval_id""",
+            _uuid(call_id),
+        )
+        return row is not None
+
     async def claim_refused(self, call_id: str) -> str | None:
         """For a denied or expired call, whoever gets here first records its ending: returns
         the state ('denied' | 'expired') to that one caller, None to everyone else."""

@@ -33,13 +33,21 @@ from proxy.middlewares.auth import authenticate
 from proxy.middlewares.errors import errors
 from proxy.middlewares.http_metrics import http_metrics
 from proxy.middlewares.request_context import request_context
+from proxy.event_hub import EventHub
+from proxy.housekeeping import Housekeeping
+from proxy.idempotency import IdempotencyStore
+from proxy.inflight import InFlight
 from proxy.pipeline import Pipeline
+from proxy.runs import RunRepository
 from proxy.routes import (
     admin_governance,
     admin_grants,
     admin_quotas,
     approvals,
+    calls,
+    events,
     probes,
+    runs,
     tools,
     usage,
 )
@@ -156,22 +164,36 @@ async def _limits(app: web.Application) -> AsyncIterator[None]:
 
 async def _pipeline(app: web.Application) -> AsyncIterator[None]:
     s = app[k.SETTINGS]
+    inflight = InFlight(app[k.NC], app[k.POOL])
+    await inflight.start()
     pipeline = Pipeline(
         settings=s,
         catalog=app[k.CATALOG],
         pdp=app[k.PDP],
         nc=app[k.NC],
+        pool=app[k.POOL],
         journal=app[k.JOURNAL],
         approvals=ApprovalRepository(app[k.POOL], ttl=timedelta(seconds=s.approval_ttl_s)),
         limiter=app[k.LIMITER],
+        idempotency=IdempotencyStore(app[k.POOL], ttl=timedelta(seconds=s.idempotency_ttl_s)),
+        runs=RunRepository(app[k.POOL]),
+        inflight=inflight,
         metrics=app[k.METRICS],
     )
     flow = ApprovalFlow(pipeline)
     flow.start_sweeper()
+    keeper = Housekeeping(pipeline, every_s=s.housekeeping_every_s, lost_after_s=s.lost_after_s)
+    keeper.start()
+    hub = EventHub(s.require_database_url())
+    await hub.start()
     app[k.PIPELINE] = pipeline
     app[k.APPROVAL_FLOW] = flow
+    app[k.EVENT_HUB] = hub
     yield
+    await hub.close()
+    await keeper.close()
     await flow.close()
+    await inflight.close()
 
 
 def create_app(settings: Settings) -> web.Application:
@@ -185,6 +207,7 @@ def create_app(settings: Settings) -> web.Application:
     app[k.VERIFIER] = TokenVerifier(settings)
     # Created in order, released in reverse.
     app.cleanup_ctx.extend([_postgres, _nats, _pdp, _catalog, _journal, _limits, _pipeline])
-    for module in (tools, usage, admin_grants, admin_governance, admin_quotas, approvals, probes):
+    for module in (tools, usage, admin_grants, admin_governance, admin_quotas, approvals, calls,
+                   runs, events, probes):
         app.router.add_routes(module.routes)
     return app

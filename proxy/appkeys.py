@@ -12,6 +12,7 @@ from pdp.point import PolicyDecisionPoint
 from pdp.quotas import QuotaRepository
 from proxy.approval_flow import ApprovalFlow
 from proxy.catalog import Catalog
+from proxy.event_hub import EventHub
 from proxy.config import Settings
 from proxy.identity import Identity
 from proxy.metrics import Metrics
@@ -35,6 +36,7 @@ LIMITER = web.AppKey("limiter", Limiter)
 QUOTA_REPO = web.AppKey("quota_repo", QuotaRepository)
 PIPELINE = web.AppKey("pipeline", Pipeline)
 APPROVAL_FLOW = web.AppKey("approval_flow", ApprovalFlow)
+EVENT_HUB = web.AppKey("event_hub", EventHub)
 
 IDENTITY = web.RequestKey("identity", Identity)  # set by the authentication middleware
 

@@ -19,7 +19,8 @@ from pdp.approvals import Approval, ApprovalError, StoredCall
 from pdp.digest import args_digest
 from proxy.errors import ApiError, Conflict, InvalidRequest, NotFound
 from proxy.identity import Identity
-from proxy.pipeline import Call, Outcome, Pipeline, authorization_required_body
+from proxy.call import Call, Ending, Outcome, authorization_required_body
+from proxy.pipeline import Pipeline
 
 log = structlog.get_logger("toolproxy.approvals")
 
@@ -138,7 +139,21 @@ class ApprovalFlow:
             confidential=stored.confidential,
             call_id=stored.call_id,
             decision_id=str(uuid.uuid4()),
+            resumed=True,
         )
+
+    async def cancel_held(self, call_id: str, by: str) -> bool:
+        """Cancel a call that waits for (or holds) an approval: it ends CANCELLED, once."""
+        if not await self.approvals.cancel(call_id):
+            return False
+        approval, stored = await self._load(call_id)
+        identity = Identity(agent_id=stored.agent_id, team_id=stored.team_id, role="agent", token_id="")
+        call = self._call_for(identity, approval, stored, stored.args or {})
+        outcome = await self.pipeline.end_unexecuted(
+            call, Ending(200, "CANCELLED", "cancelled", f"cancelled by {by} before it ran"))
+        await self.approvals.store_ending(call_id, status=outcome.status, http_status=outcome.http_status,
+                                          response=outcome.body, decision_id=call.decision_id)
+        return True
 
     # --- governance decides ------------------------------------------------------------------
 

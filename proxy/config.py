@@ -50,7 +50,13 @@ class Settings(BaseSettings):
     )
 
     max_body_bytes: int = Field(default=1 << 20, ge=1024)
-    max_output_bytes: int = Field(default=256 << 10, ge=1024)
+    max_output_bytes: int = Field(default=256 << 10, ge=1024)  # inline; larger: an artifact
+    max_artifact_bytes: int = Field(default=4 << 20, ge=1024)  # a reply larger is refused
+    idempotency_ttl_s: int = Field(default=24 * 3600, ge=1, le=30 * 24 * 3600)
+    events_retention_days: float = Field(default=7.0, gt=0, le=3650)
+    # A replica silent this long is gone: its RUNNING calls past their deadline are resolved.
+    lost_after_s: float = Field(default=10.0, ge=1)
+    housekeeping_every_s: float = Field(default=5.0, gt=0)
 
     # Benchmarks only ("limits", "journal"): switches parts of the pipeline off to measure what
     # they cost. With "journal" off nothing is billed or logged; never set it in production.

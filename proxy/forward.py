@@ -64,8 +64,8 @@ async def forward(
     timeout_s: float,
     max_reply_bytes: int,
     metrics: Metrics,
-) -> p.ToolReply:
-    """Request/reply on tools.<name>.invoke within the deadline.
+) -> tuple[p.ToolReply, list[str]]:
+    """Request/reply on tools.<name>.invoke within the deadline: (reply, diagnostics).
 
     Raises ToolUnavailable (no responders, disconnected), ToolTimeout, BadToolReply.
     """
@@ -103,10 +103,19 @@ async def forward(
         raise DependencyUnavailable("the message bus is unavailable") from None
     if len(msg.data) > max_reply_bytes:
         raise BadToolReply(f"reply of {len(msg.data)} bytes exceeds {max_reply_bytes}")
+    notes: list[str] = []
     try:
         reply = p.ToolReply.model_validate_json(msg.data)
     except ValidationError:
-        raise BadToolReply("the service's reply is not a tool reply") from None
+        # Invalid UTF-8 is repaired (replaced with U+FFFD) rather than losing the whole reply.
+        repaired = msg.data.decode("utf-8", errors="replace")
+        if repaired.encode() == msg.data:
+            raise BadToolReply("the service's reply is not a tool reply") from None
+        try:
+            reply = p.ToolReply.model_validate_json(repaired)
+        except ValidationError:
+            raise BadToolReply("the service's reply is not a tool reply") from None
+        notes.append("the reply held invalid UTF-8, replaced with U+FFFD")
     if reply.ok is False and reply.error is None:
         raise BadToolReply("an error reply without an error")
-    return reply
+    return reply, notes

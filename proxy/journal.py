@@ -24,6 +24,8 @@ from nats.js.errors import NotFoundError
 from pydantic import BaseModel, ConfigDict, Field
 
 from pdp.decision_log import DecisionRecord, write_decisions
+from proxy.calls import CallRecord, write_calls
+from proxy.events import EventRecord, write_events
 from proxy.metrics import Metrics
 from proxy.usage import UsageRecord, write_batch
 
@@ -36,13 +38,16 @@ _POISON_AFTER = 5  # deliveries before a record Postgres keeps refusing is set a
 
 
 class Entry(BaseModel):
-    """One journal message: a call's usage record and/or the decisions taken for a request."""
+    """One journal message: what a request left behind — a call's usage record, its row, the
+    decisions taken and the events emitted (any of them)."""
 
     model_config = ConfigDict(frozen=True)
 
     usage: UsageRecord | None = None
+    call: CallRecord | None = None
     decisions: list[DecisionRecord] = Field(default_factory=list)
-    key: str  # deduplication id (the call_id, or the first decision_id)
+    events: list[EventRecord] = Field(default_factory=list)
+    key: str  # deduplication id
 
 
 async def write_entries(conn: asyncpg.Connection, entries: list[Entry]) -> None:
@@ -50,7 +55,9 @@ async def write_entries(conn: asyncpg.Connection, entries: list[Entry]) -> None:
         usage = [e.usage for e in entries if e.usage is not None]
         if usage:
             await write_batch(conn, usage)
+        await write_calls(conn, [e.call for e in entries if e.call is not None])
         await write_decisions(conn, [d for e in entries for d in e.decisions])
+        await write_events(conn, [ev for e in entries for ev in e.events])
 
 
 async def ensure_stream(js: JetStreamContext) -> None:
@@ -122,17 +129,38 @@ class Journal:
             if self._fallback:
                 log.error("journal_entries_unwritten_at_shutdown", count=len(self._fallback))
 
+    async def note(self, entry: Entry, team_id: str) -> None:
+        """Best effort, no round trip (a call's start: its RUNNING row and first events).
+        JetStream stores it like any other entry; nothing waits for the acknowledgement."""
+        try:
+            await self._nc.publish(
+                f"{SUBJECT_PREFIX}.{team_id}", entry.model_dump_json().encode(),
+                headers={"Nats-Msg-Id": entry.key},
+            )
+        except Exception as exc:
+            log.warning("journal_note_failed", error=str(exc))
+
     async def record(
-        self, *, usage: UsageRecord | None = None, decisions: list[DecisionRecord] | None = None
+        self,
+        *,
+        usage: UsageRecord | None = None,
+        decisions: list[DecisionRecord] | None = None,
+        call: CallRecord | None = None,
+        events: list[EventRecord] | None = None,
+        team_id: str | None = None,
+        key: str | None = None,
     ) -> None:
         """Durable before return: JetStream ack, else a direct Postgres write, else kept in
         memory and retried (logged loudly: only a crash in that state could lose it)."""
         decisions = decisions or []
-        if usage is None and not decisions:
+        events = events or []
+        if usage is None and call is None and not decisions and not events:
             return
-        key = usage.call_id if usage is not None else decisions[0].decision_id
-        entry = Entry(usage=usage, decisions=decisions, key=key)
-        team = usage.team_id if usage is not None else decisions[0].team_id
+        key = key or (usage.call_id if usage is not None else
+                      decisions[0].decision_id if decisions else events[0].event_id)
+        entry = Entry(usage=usage, call=call, decisions=decisions, events=events, key=key)
+        team = team_id or (usage.team_id if usage is not None else
+                           decisions[0].team_id if decisions else events[0].team_id)
         try:
             await self._js.publish(
                 f"{SUBJECT_PREFIX}.{team}",

@@ -1,4 +1,4 @@
-"""The invoke pipeline shared by every surface: validate, decide, forward, account, answer."""
+"""The invoke pipeline shared by every surface: validate, decide, admit, forward, account."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import asyncio
 import math
 import time
 import uuid
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import asyncpg
 import structlog
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
@@ -17,14 +17,17 @@ from nats.aio.client import Client as NATS
 
 from pdp.approvals import ApprovalRepository
 from pdp.decision import Decision
-from pdp.decision_log import decision_record
+from pdp.decision_log import DecisionRecord, decision_record
 from pdp.digest import args_digest
 from pdp.point import PolicyDecisionPoint
+from proxy.call import Call, Ending, Outcome, authorization_required_body, render
+from proxy.calls import CallRecord
 from proxy.catalog import Catalog
 from proxy.config import Settings
-from proxy.envelope import InvokeRequest, completed_body
+from proxy.envelope import InvokeRequest
 from proxy.errors import (
     ApiError,
+    Conflict,
     Denied,
     DependencyUnavailable,
     InvalidArgs,
@@ -34,71 +37,30 @@ from proxy.errors import (
     ToolUnavailable,
     UnknownTool,
 )
+from proxy.events import EventRecord, event
 from proxy.forward import BadToolReply, CallMeta, cancel, forward
+from proxy.idempotency import IdempotencyStore, intent_hash
 from proxy.identity import Identity
-from proxy.journal import Journal
+from proxy.inflight import InFlight
+from proxy.journal import Entry, Journal
 from proxy.limits.limiter import Limiter, LimitsUnavailable
 from proxy.metrics import Metrics
+from proxy.output import schema_problem, shape_output
+from proxy.runs import RunRepository
 from proxy.usage import UsageRecord
 from services.sdk.manifest import ToolManifest, is_valid_tool_name
 
 log = structlog.get_logger("toolproxy.pipeline")
 
-
-@dataclass(slots=True)
-class Outcome:
-    """What a surface renders: an HTTP status, a JSON body, extra headers."""
-
-    http_status: int
-    body: dict[str, Any]
-    headers: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def status(self) -> str:
-        return str(self.body.get("status", ""))
+__all__ = ["Call", "Outcome", "Pipeline", "authorization_required_body", "error_outcome"]
 
 
-@dataclass(slots=True)
-class Call:
-    """One call on its way through the pipeline (a resume is the same call, decided again)."""
-
-    identity: Identity
-    manifest: ToolManifest
-    args: dict[str, Any]
-    agent_run_id: str | None
-    confidential: bool
-    call_id: str
-    decision_id: str
-    started_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
-    t0: float = field(default_factory=time.perf_counter)
-    approval: dict[str, Any] | None = None  # the approval state the policy sees on resume
-
-    @property
-    def context(self) -> dict[str, Any]:
-        return {
-            "team_id": self.identity.team_id,
-            "agent_run_id": self.agent_run_id,
-            "confidential": self.confidential,
-        }
+class IdempotencyConflict(Conflict):
+    code = "idempotency_conflict"
 
 
-@dataclass(slots=True)
-class Ending:
-    """How a call ended, before it is rendered and accounted."""
-
-    http_status: int
-    status: str
-    code: str | None = None
-    message: str = ""
-    executed: bool = False
-    result_id: str | None = None
-    output: Any = None
-    tokens: int = 0
-    compute: float = 0.0
-    cost: float = 0.0
-    reasons: list[str] | None = None
-    tool_code: str | None = None
-    retry_after: float | None = None
+class IdempotencyInProgress(Conflict):
+    code = "idempotency_in_progress"
 
 
 class Pipeline:
@@ -109,22 +71,32 @@ class Pipeline:
         catalog: Catalog,
         pdp: PolicyDecisionPoint,
         nc: NATS,
+        pool: asyncpg.Pool,
         journal: Journal,
         approvals: ApprovalRepository,
         limiter: Limiter,
+        idempotency: IdempotencyStore,
+        runs: RunRepository,
+        inflight: InFlight,
         metrics: Metrics,
     ) -> None:
         self.settings = settings
         self.catalog = catalog
         self.pdp = pdp
         self.nc = nc
+        self.pool = pool
         self.journal = journal
         self.approvals = approvals
         self.limiter = limiter
+        self.idempotency = idempotency
+        self.runs = runs
+        self.inflight = inflight
         self.metrics = metrics
-        # Per manifest object (a catalog change replaces the object): the schema validator and
-        # the tool's view in the policy input, built once instead of on every call.
-        self._prepared: dict[str, tuple[ToolManifest, Draft202012Validator, dict[str, Any]]] = {}
+        # Per manifest object (a catalog change replaces the object): the validators and the
+        # tool's view in the policy input, built once instead of on every call.
+        self._prepared: dict[str, tuple[ToolManifest, Draft202012Validator, Draft202012Validator,
+                                        dict[str, Any]]] = {}
+        self._background: set[asyncio.Task[Any]] = set()
         disabled = {p.strip() for p in settings.bench_disable.split(",") if p.strip()}
         self._limits_on = "limits" not in disabled
         self._journal_on = "journal" not in disabled
@@ -144,15 +116,17 @@ class Pipeline:
             raise UnknownTool(f"no tool named {name!r}")
         return manifest
 
-    def _prepare(self, m: ToolManifest) -> tuple[ToolManifest, Draft202012Validator, dict[str, Any]]:
+    def _prepare(self, m: ToolManifest) -> tuple[ToolManifest, Draft202012Validator,
+                                                 Draft202012Validator, dict[str, Any]]:
         cached = self._prepared.get(m.tool_id)
         if cached is None or cached[0] is not m:
-            cached = (m, Draft202012Validator(m.input_schema), m.model_dump(mode="json"))
+            cached = (m, Draft202012Validator(m.input_schema), Draft202012Validator(m.output_schema),
+                      m.model_dump(mode="json"))
             self._prepared[m.tool_id] = cached
         return cached
 
     def tool_view(self, manifest: ToolManifest) -> dict[str, Any]:
-        return self._prepare(manifest)[2]
+        return self._prepare(manifest)[3]
 
     def check_args(self, manifest: ToolManifest, args: dict[str, Any]) -> None:
         error = best_match(self._prepare(manifest)[1].iter_errors(args))
@@ -170,29 +144,27 @@ class Pipeline:
         if not self.pdp.ready:
             raise PdpUnavailable("the policy decision point is not ready")
         allowed: list[ToolManifest] = []
-        records = []
-        for m in self.catalog.manifests():
-            decision, seconds, doc = await self.pdp.decide(
-                decision_id=str(uuid.uuid4()),
-                agent_id=identity.agent_id,
-                team_id=identity.team_id,
-                roles=identity.roles,
-                tool=self.tool_view(m),
-                args=None,
-                context={"team_id": identity.team_id},
-                phase="list",
-            )
-            self.metrics.pdp_duration.labels(engine=decision.engine, phase="list").observe(seconds)
-            records.append(decision_record(
-                decision, doc, team_id=identity.team_id, agent_id=identity.agent_id,
-                roles=identity.roles, tool=m.tool_id, phase="list", latency_s=seconds, call_id=None))
-            if decision.error_code is not None:
-                self.metrics.pdp_errors.labels(code=decision.error_code).inc()
+        records: list[DecisionRecord] = []
+        try:
+            for m in self.catalog.manifests():
+                decision, seconds, doc = await self.pdp.decide(
+                    decision_id=str(uuid.uuid4()), agent_id=identity.agent_id,
+                    team_id=identity.team_id, roles=identity.roles, tool=self.tool_view(m),
+                    args=None, context={"team_id": identity.team_id}, phase="list",
+                )
+                self.metrics.pdp_duration.labels(engine=decision.engine, phase="list").observe(seconds)
+                records.append(decision_record(
+                    decision, doc, team_id=identity.team_id, agent_id=identity.agent_id,
+                    roles=identity.roles, tool=m.tool_id, phase="list", latency_s=seconds,
+                    call_id=None))
+                if decision.error_code is not None:
+                    self.metrics.pdp_errors.labels(code=decision.error_code).inc()
+                    raise PdpUnavailable("the policy decision point could not decide")
+                if decision.allow:
+                    allowed.append(m)
+        finally:
+            if self._journal_on and records:
                 await asyncio.shield(self.journal.record(decisions=records))
-                raise PdpUnavailable("the policy decision point could not decide")
-            if decision.allow:
-                allowed.append(m)
-        await asyncio.shield(self.journal.record(decisions=records))
         return allowed
 
     # --- invoke -------------------------------------------------------------------------
@@ -213,7 +185,47 @@ class Pipeline:
             decision_id=str(uuid.uuid4()),
         )
         with self.bound(call):
-            return await self.run(call)
+            if request.idempotency_key is None:
+                return await self.run(call)
+            return await self._idempotent(call, request.idempotency_key)
+
+    async def _idempotent(self, call: Call, key: str) -> Outcome:
+        """Claimed atomically per team: one execution per key; a replay gets the original
+        response; the same key with another intent is a conflict; while the first run is
+        still going, a replay is told so (409) rather than kept waiting."""
+        team = call.identity.team_id
+        intent = intent_hash(call.manifest.tool_id, call.args,
+                             {"agent_run_id": call.agent_run_id, "confidential": call.confidential})
+        claim = await self.idempotency.claim(team, key, intent, call.call_id)
+        if claim.conflict:
+            raise IdempotencyConflict("this idempotency key was used for a different call")
+        if claim.in_progress:
+            raise IdempotencyInProgress("a call with this idempotency key is still running")
+        if not claim.owned:
+            return await self._replay(claim.call_id, claim.http_status, claim.response)
+        call.idempotency_key = key
+        try:
+            outcome, ending = await self._run(call)
+        except BaseException:
+            await asyncio.shield(self.idempotency.release(team, key, call.call_id))
+            raise
+        if ending is not None and ending.transient:
+            await self.idempotency.release(team, key, call.call_id)
+        else:
+            await asyncio.shield(self.idempotency.complete(team, key, call.call_id,
+                                                           outcome.http_status, outcome.body))
+        return outcome
+
+    async def _replay(self, call_id: str, http_status: int | None, body: dict[str, Any] | None) -> Outcome:
+        assert body is not None and http_status is not None
+        if body.get("status") == "AUTHORIZATION_REQUIRED":
+            # The call may have moved on since (approved and resumed, denied, expired).
+            row = await self.pool.fetchrow(
+                "SELECT http_status, response FROM calls WHERE call_id = $1 AND response IS NOT NULL",
+                uuid.UUID(call_id))
+            if row is not None:
+                http_status, body = row["http_status"], row["response"]
+        return Outcome(http_status, body, {"Idempotent-Replayed": "true"})
 
     def bound(self, call: Call) -> Any:
         return structlog.contextvars.bound_contextvars(
@@ -225,6 +237,12 @@ class Pipeline:
         )
 
     async def run(self, call: Call) -> Outcome:
+        return (await self._run(call))[0]
+
+    async def _run(self, call: Call) -> tuple[Outcome, Ending | None]:
+        if not call.resumed:
+            self._emit(call, "agent.tool.requested",
+                       payload={"tool": call.manifest.tool_id, **self._args_view(call)})
         decision, seconds, doc = await self.pdp.decide(
             decision_id=call.decision_id,
             agent_id=call.identity.agent_id,
@@ -248,21 +266,21 @@ class Pipeline:
             ending = Ending(503, "UNAVAILABLE", decision.error_code,
                             "the policy decision point could not decide; nothing was executed",
                             reasons=decision.reasons)
-            return await self._end(call, decision, ending, record)
-        result = "allow" if decision.allow else "deny"
-        self.metrics.pdp_decisions.labels(phase="call", result=result).inc()
+            return await self._end(call, decision, ending, record), ending
+        self.metrics.pdp_decisions.labels(
+            phase="call", result="allow" if decision.allow else "deny").inc()
         if not decision.allow:
             ending = Ending(403, "DENIED", "denied", "policy denied this call", reasons=decision.reasons)
-            return await self._end(call, decision, ending, record)
+            return await self._end(call, decision, ending, record), ending
         if decision.require_approval:
             if call.approval is not None:  # a resumed call must not need approval twice
                 ending = Ending(403, "DENIED", "denied", "the approval does not cover this call",
                                 reasons=decision.reasons)
-                return await self._end(call, decision, ending, record)
-            return await self._hold_for_approval(call, decision, record)
+                return await self._end(call, decision, ending, record), ending
+            return await self._hold_for_approval(call, decision, record), None
         return await self._execute(call, decision, record)
 
-    async def _hold_for_approval(self, call: Call, decision: Decision, record: Any) -> Outcome:
+    async def _hold_for_approval(self, call: Call, decision: Decision, record: DecisionRecord) -> Outcome:
         digest, size = args_digest(call.args)
         approval = await self.approvals.request(
             call_id=call.call_id, decision_id=call.decision_id, team_id=call.identity.team_id,
@@ -271,7 +289,13 @@ class Pipeline:
             confidential=call.confidential, reasons=decision.reasons,
             policy_revision=decision.policy_revision,
         )
-        await asyncio.shield(self.journal.record(decisions=[record]))
+        self._emit(call, "agent.authorization.required",
+                   refs={"approval_id": approval.approval_id},
+                   payload={"tool": call.manifest.tool_id, "reasons": decision.reasons})
+        if self._journal_on:
+            await asyncio.shield(self.journal.record(
+                decisions=[record], events=call.events, team_id=call.identity.team_id,
+                key=f"{call.call_id}:held"))
         self.metrics.requests.labels(tool=call.manifest.tool_id, category=call.manifest.category,
                                      status="AUTHORIZATION_REQUIRED").inc()
         log.info("call_awaiting_approval", approval_id=approval.approval_id)
@@ -279,9 +303,23 @@ class Pipeline:
             call_id=call.call_id, decision_id=call.decision_id, approval_id=approval.approval_id,
             expires_at=approval.expires_at.isoformat(), reasons=decision.reasons))
 
+    # --- admission: run budget, rate limits, quotas --------------------------------------
+
     async def _admit(self, call: Call, decision: Decision) -> Ending | None:
-        """Rate limits and quotas: None when admitted, else how the call ends (not forwarded)."""
+        """None when admitted, else how the call ends (it is not forwarded)."""
         m = call.manifest
+        if call.agent_run_id is not None:
+            try:
+                refusal = await self.runs.reserve(call.identity.team_id, call.agent_run_id)
+            except Exception as exc:
+                log.warning("run_budget_unavailable", error=str(exc))
+                return Ending(503, "UNAVAILABLE", "dependency_unavailable",
+                              "the run's budget could not be checked; nothing was executed")
+            if refusal is not None:
+                message = ("the run is completed" if refusal == "run_completed"
+                           else "the run's budget is used up")
+                return Ending(403, "DENIED", refusal, message, reasons=[refusal])
+            call.run_reserved = True
         if not self._limits_on:
             return None
         try:
@@ -292,127 +330,163 @@ class Pipeline:
         except LimitsUnavailable as exc:
             self.metrics.limits_errors.inc()
             log.warning("limits_unavailable", error=str(exc))
-            return Ending(503, "UNAVAILABLE", "limits_unavailable",
-                          "rate limits could not be checked; nothing was executed")
-        if admission.allowed:
-            return None
-        assert admission.code is not None and admission.reason is not None
-        self.metrics.limited.labels(category=m.category, code=admission.code,
-                                    reason=admission.reason).inc()
-        message = ("rate limit reached for this tool" if admission.code == "rate_limited"
-                   else "today's quota is used up")
-        return Ending(429, "DENIED", admission.code, message, reasons=[admission.reason],
-                      retry_after=admission.retry_after)
+            refused = Ending(503, "UNAVAILABLE", "limits_unavailable",
+                             "rate limits could not be checked; nothing was executed")
+        else:
+            if admission.allowed:
+                return None
+            assert admission.code is not None and admission.reason is not None
+            self.metrics.limited.labels(category=m.category, code=admission.code,
+                                        reason=admission.reason).inc()
+            message = ("rate limit reached for this tool" if admission.code == "rate_limited"
+                       else "today's quota is used up")
+            refused = Ending(429, "DENIED", admission.code, message, reasons=[admission.reason],
+                             retry_after=admission.retry_after)
+        if call.run_reserved:
+            await self.runs.release(call.identity.team_id, call.agent_run_id or "")
+            call.run_reserved = False
+        return refused
 
-    async def _execute(self, call: Call, decision: Decision, record: Any) -> Outcome:
+    # --- execution ------------------------------------------------------------------------
+
+    async def _execute(self, call: Call, decision: Decision,
+                       record: DecisionRecord) -> tuple[Outcome, Ending]:
         refused = await self._admit(call, decision)
         if refused is not None:
-            return await self._end(call, decision, refused, record)
+            return await self._end(call, decision, refused, record), refused
         m = call.manifest
         timeout_ms = min(decision.obligations.timeout_ms or m.deadline_ms, m.deadline_ms)
         meta = CallMeta(
-            call_id=call.call_id,
-            decision_id=call.decision_id,
-            team_id=call.identity.team_id,
-            agent_id=call.identity.agent_id,
-            run_id=call.agent_run_id,
-            confidential=call.confidential,
+            call_id=call.call_id, decision_id=call.decision_id, team_id=call.identity.team_id,
+            agent_id=call.identity.agent_id, run_id=call.agent_run_id, confidential=call.confidential,
         )
+        started = datetime.now(timezone.utc)
+        self._emit(call, "agent.tool.started", payload={"tool": m.tool_id, "timeout_ms": timeout_ms})
+        if self._journal_on:
+            await self._note_start(call, started, started + timedelta(milliseconds=timeout_ms))
+        cancel_requested = self.inflight.watch(call.call_id)
+        work = asyncio.ensure_future(forward(
+            self.nc, m, call.args, meta, timeout_s=timeout_ms / 1000.0,
+            max_reply_bytes=self.settings.max_artifact_bytes, metrics=self.metrics,
+        ))
         try:
-            reply = await forward(
-                self.nc, m, call.args, meta,
-                timeout_s=timeout_ms / 1000.0,
-                max_reply_bytes=self.settings.max_output_bytes + 16_384,
-                metrics=self.metrics,
-            )
-        except ToolTimeout as exc:
-            ending = Ending(504, "FAILED", exc.code, exc.message, executed=True)
-        except ToolUnavailable as exc:
-            self.catalog.mark_unreachable(m.tool_id)
-            ending = Ending(503, "UNAVAILABLE", exc.code, exc.message)
-        except DependencyUnavailable as exc:
-            ending = Ending(503, "UNAVAILABLE", exc.code, exc.message)
-        except BadToolReply as exc:
-            ending = Ending(200, "FAILED", "bad_tool_output", str(exc), executed=True)
+            done, _ = await asyncio.wait({work, cancel_requested}, return_when=asyncio.FIRST_COMPLETED)
+            if work not in done:
+                # Cancelled through the API (from any replica): stop the tool; the caller, still
+                # connected, gets 200 CANCELLED.
+                work.cancel()
+                await cancel(self.nc, m, meta)
+                ending = Ending(200, "CANCELLED", "cancelled",
+                                f"cancelled by {cancel_requested.result() or 'request'}", executed=True)
+                return await self._end(call, decision, ending, record), ending
+            ending = await self._ending_from(call, work)
         except asyncio.CancelledError:
             # The client went away (or the proxy is stopping): stop the tool, and record the
             # call as CANCELLED (499: nobody received a response) before giving up.
-            await asyncio.shield(self._cancelled(call, decision, record, meta))
+            work.cancel()
+            ending = Ending(499, "CANCELLED", "cancelled", "the client disconnected", executed=True)
+            await asyncio.shield(self._cancelled(call, decision, ending, record, meta))
             raise
-        else:
-            cost = round(m.cost.price(reply.tokens_used, reply.compute_units), 12)
-            self.limiter.settle(team_id=call.identity.team_id, agent_id=call.identity.agent_id,
-                                tokens=reply.tokens_used, compute=reply.compute_units, cost=cost)
-            metering = dict(executed=True, result_id=str(uuid.uuid4()), tokens=reply.tokens_used,
-                            compute=reply.compute_units, cost=cost)
-            if reply.ok:
-                ending = Ending(200, "COMPLETED", output=reply.output, **metering)  # type: ignore[arg-type]
-            elif reply.error is not None and reply.error.code == "timeout":
-                ending = Ending(504, "FAILED", "timeout", reply.error.message, **metering)  # type: ignore[arg-type]
-            else:
-                assert reply.error is not None
-                ending = Ending(200, "FAILED", "tool_error", reply.error.message,
-                                tool_code=reply.error.code, **metering)  # type: ignore[arg-type]
-        return await self._end(call, decision, ending, record)
+        finally:
+            self.inflight.unwatch(call.call_id)
+        return await self._end(call, decision, ending, record), ending
 
-    async def _cancelled(self, call: Call, decision: Decision, record: Any, meta: CallMeta) -> None:
+    async def _ending_from(self, call: Call, work: asyncio.Future[Any]) -> Ending:
+        m = call.manifest
+        try:
+            reply, notes = work.result()
+        except ToolTimeout as exc:
+            return Ending(504, "FAILED", exc.code, exc.message, executed=True)
+        except ToolUnavailable as exc:
+            self.catalog.mark_unreachable(m.tool_id)
+            return Ending(503, "UNAVAILABLE", exc.code, exc.message)
+        except DependencyUnavailable as exc:
+            return Ending(503, "UNAVAILABLE", exc.code, exc.message)
+        except BadToolReply as exc:
+            return Ending(200, "FAILED", "bad_tool_output", str(exc), executed=True)
+        cost = round(m.cost.price(reply.tokens_used, reply.compute_units), 12)
+        self.limiter.settle(team_id=call.identity.team_id, agent_id=call.identity.agent_id,
+                            tokens=reply.tokens_used, compute=reply.compute_units, cost=cost)
+        if call.run_reserved and (reply.tokens_used or cost):
+            self._spawn(self.runs.settle(call.identity.team_id, call.agent_run_id or "",
+                                         reply.tokens_used, cost))
+        refs = {"object_refs": reply.object_refs, "artifacts": list(reply.artifacts),
+                "observations": reply.observations, "provenance_refs": reply.provenance_refs}
+        e = Ending(200, "FAILED", executed=True, result_id=str(uuid.uuid4()), tokens=reply.tokens_used,
+                   compute=reply.compute_units, cost=cost, diagnostics=list(notes), refs=refs)
+        if not reply.ok:
+            assert reply.error is not None
+            if reply.error.code == "timeout":
+                e.http_status, e.code, e.message = 504, "timeout", reply.error.message
+            else:
+                e.code, e.message, e.tool_code = "tool_error", reply.error.message, reply.error.code
+            return e
+        problem = schema_problem(self._prepare(m)[2], reply.output)
+        if problem is not None:
+            e.code, e.message = "bad_tool_output", problem
+            return e
+        shaped = await shape_output(self.pool, reply.output, team_id=call.identity.team_id,
+                                    call_id=call.call_id,
+                                    max_inline_bytes=self.settings.max_output_bytes)
+        e.status, e.code, e.output = "COMPLETED", None, shaped.output
+        e.diagnostics.extend(shaped.diagnostics)
+        if shaped.artifact is not None:
+            e.refs["artifacts"] = [shaped.artifact, *e.refs["artifacts"]]
+        return e
+
+    async def _cancelled(self, call: Call, decision: Decision, ending: Ending,
+                         record: DecisionRecord, meta: CallMeta) -> None:
         await cancel(self.nc, call.manifest, meta)
-        ending = Ending(499, "CANCELLED", "cancelled", "the client disconnected", executed=True)
         await self._end(call, decision, ending, record)
 
-    async def _end(self, call: Call, decision: Decision, e: Ending, record: Any) -> Outcome:
-        """Render the ending, make its usage and decision records durable, count it."""
-        if e.status == "COMPLETED":
-            assert e.result_id is not None
-            body = completed_body(output=e.output, tokens_used=e.tokens, cost_1t=e.cost,
-                                  call_id=call.call_id, result_id=e.result_id,
-                                  decision_id=call.decision_id)
-        else:
-            error: dict[str, Any] = {"code": e.code, "message": e.message}
-            if e.reasons is not None:
-                error["reasons"] = e.reasons
-            if e.tool_code is not None and e.tool_code != e.code:
-                error["tool_code"] = e.tool_code
-            body = {"ok": False, "status": e.status, "error": error,
-                    "call_id": call.call_id, "decision_id": call.decision_id}
-            if e.executed:
-                if e.result_id is not None:
-                    body["result_id"] = e.result_id
-                body["tokens_used"] = e.tokens
-                body["cost_1t"] = e.cost
-            if e.retry_after is not None:
-                error["retry_after_s"] = round(min(e.retry_after, 86_400.0), 3)
+    # --- the end of every call --------------------------------------------------------------
+
+    async def _end(self, call: Call, decision: Decision, e: Ending,
+                   record: DecisionRecord | None) -> Outcome:
+        """Render the ending; make its usage, row, decision and events durable; count it."""
+        body = render(call, e)
         elapsed = time.perf_counter() - call.t0
+        finished = datetime.now(timezone.utc)
         m = call.manifest
         self.metrics.requests.labels(tool=m.tool_id, category=m.category, status=e.status).inc()
         if e.code is not None:
             self.metrics.errors.labels(reason=e.code).inc()
         self.metrics.request_duration.labels(tool=m.tool_id, category=m.category,
                                              status=e.status).observe(elapsed)
+        terminal = "agent.tool.completed" if e.status in ("COMPLETED", "FAILED", "CANCELLED") \
+            and e.code != "timeout" else "agent.error"
+        payload: dict[str, Any] = {"tool": m.tool_id, "status": e.status, "code": e.code,
+                                   "http_status": e.http_status, "latency_ms": round(elapsed * 1000, 3)}
+        if e.reasons:
+            payload["reasons"] = e.reasons
+        if e.status == "COMPLETED" and not call.confidential:
+            payload["output"] = e.output
+        self._emit(call, terminal, refs={"result_id": e.result_id, **{k: v for k, v in e.refs.items() if v}},
+                   payload=payload)
         usage = UsageRecord(
-            call_id=call.call_id,
-            result_id=e.result_id,
-            decision_id=call.decision_id,
-            team_id=call.identity.team_id,
-            agent_id=call.identity.agent_id,
-            agent_run_id=call.agent_run_id,
-            tool=m.tool_id,
-            category=m.category,
-            action=m.action,
-            decision="allow" if decision.allow else "deny",
-            status=e.status,
-            error_code=e.code,
-            http_status=e.http_status,
-            latency_ms=elapsed * 1000.0,
-            tokens_used=e.tokens,
-            compute_units=e.compute,
-            cost_1t=e.cost,
-            started_at=call.started_at,
-            finished_at=datetime.now(timezone.utc),
+            call_id=call.call_id, result_id=e.result_id, decision_id=call.decision_id,
+            team_id=call.identity.team_id, agent_id=call.identity.agent_id,
+            agent_run_id=call.agent_run_id, tool=m.tool_id, category=m.category, action=m.action,
+            decision="allow" if decision.allow else "deny", status=e.status, error_code=e.code,
+            http_status=e.http_status, latency_ms=elapsed * 1000.0, tokens_used=e.tokens,
+            compute_units=e.compute, cost_1t=e.cost, started_at=call.started_at, finished_at=finished,
+        )
+        digest, size = args_digest(call.args)
+        row = CallRecord(
+            call_id=call.call_id, team_id=call.identity.team_id, agent_id=call.identity.agent_id,
+            agent_run_id=call.agent_run_id, tool=m.tool_id, status=e.status,
+            owner=self.inflight.instance_id, args_hash=digest, args_size=size,
+            confidential=call.confidential, idempotency_key=call.idempotency_key,
+            decision_id=call.decision_id, result_id=e.result_id, http_status=e.http_status,
+            response=body, diagnostic=body.get("diagnostic"),
+            refs={k: v for k, v in e.refs.items() if v} or None, created_at=call.started_at,
+            finished_at=finished, latency_ms=elapsed * 1000.0,
         )
         # Shielded: a cancelled request (shutdown) still leaves its records behind.
         if self._journal_on:
-            await asyncio.shield(self.journal.record(usage=usage, decisions=[record]))
+            await asyncio.shield(self.journal.record(
+                usage=usage, call=row, decisions=[record] if record is not None else [],
+                events=call.events))
         log.info("call_finished", status=e.status, code=e.code, http_status=e.http_status,
                  latency_ms=round(elapsed * 1000.0, 3), policy_revision=decision.policy_revision,
                  reasons=decision.reasons)
@@ -422,22 +496,43 @@ class Pipeline:
             headers["Retry-After"] = str(max(1, math.ceil(min(e.retry_after, 86_400.0))))
         return Outcome(e.http_status, body, headers)
 
+    async def end_unexecuted(self, call: Call, ending: Ending) -> Outcome:
+        """End a call that never reached its tool, outside the policy (e.g. a held call
+        cancelled by its agent): recorded like any other ending."""
+        # Not a policy decision: nothing goes to the decision log for it.
+        decision = Decision(allow=True, decision_id=call.decision_id, engine=self.pdp.engine.name,
+                            policy_revision=self.pdp.revision, reasons=["cancelled"])
+        with self.bound(call):
+            return await self._end(call, decision, ending, None)
 
-def authorization_required_body(*, call_id: str, decision_id: str, approval_id: str,
-                                expires_at: str, reasons: list[str]) -> dict[str, Any]:
-    return {
-        "ok": False,
-        "status": "AUTHORIZATION_REQUIRED",
-        "error": {
-            "code": "authorization_required",
-            "message": "a governance approval is required; resume the call once it is approved",
-            "reasons": reasons,
-        },
-        "approval_id": approval_id,
-        "expires_at": expires_at,
-        "call_id": call_id,
-        "decision_id": decision_id,
-    }
+    # --- records along the way ---------------------------------------------------------------
+
+    async def _note_start(self, call: Call, started: datetime, deadline: datetime) -> None:
+        row = CallRecord(
+            call_id=call.call_id, team_id=call.identity.team_id, agent_id=call.identity.agent_id,
+            agent_run_id=call.agent_run_id, tool=call.manifest.tool_id, status="RUNNING",
+            owner=self.inflight.instance_id, confidential=call.confidential,
+            idempotency_key=call.idempotency_key, decision_id=call.decision_id,
+            created_at=call.started_at, started_at=started, deadline_at=deadline,
+        )
+        entry = Entry(call=row, events=list(call.events), key=f"{call.call_id}:start:{call.decision_id}")
+        await self.journal.note(entry, call.identity.team_id)
+
+    def _emit(self, call: Call, type_: str, *, refs: dict[str, Any] | None = None,
+              payload: dict[str, Any] | None = None) -> None:
+        call.events.append(event(call.identity.team_id, type_, run_id=call.agent_run_id,
+                                 call_id=call.call_id, refs=refs, payload=payload))
+
+    def _args_view(self, call: Call) -> dict[str, Any]:
+        if call.confidential:
+            digest, size = args_digest(call.args)
+            return {"args_sha256": digest, "args_size": size}
+        return {"args": call.args}
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
 
 def error_outcome(exc: ApiError) -> Outcome:

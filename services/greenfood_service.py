@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 
 from services.sdk import CallContext, Cost, Service, ToolError
-from services.sdk.service import ToolDef, make_manifest
+from services.sdk.service import ToolDef, ToolResult, make_manifest
 
 STOCK_MAX = 2_147_483_647  # greenfood_products.stock is an integer column
 PRICE_MAX = 1_000_000
@@ -133,7 +133,7 @@ async def _locked_stock(conn: asyncpg.Connection, product_id: str) -> int:
 
 async def _create_order(
     conn: asyncpg.Connection, args: dict[str, Any], ctx: CallContext
-) -> dict[str, Any]:
+) -> ToolResult:
     if not ctx.team_id or not ctx.agent_id:
         raise ToolError("the call carries no team or agent")
     product_id: str = args["product_id"]
@@ -154,7 +154,10 @@ async def _create_order(
         product_id,
         qty,
     )
-    return {"order_id": str(order_id), "status": "created", "product_id": product_id, "qty": qty}
+    return ToolResult(
+        output={"order_id": str(order_id), "status": "created", "product_id": product_id, "qty": qty},
+        object_refs=[{"type": "greenfood.order", "id": str(order_id)}],
+    )
 
 
 async def _get_inventory(
@@ -220,7 +223,7 @@ OPS: dict[str, OpHandler] = {
 def service(pool: asyncpg.Pool) -> Service:
     """The GREENFOOD service, bound to one connection pool."""
 
-    async def order(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    async def order(args: dict[str, Any], ctx: CallContext) -> dict[str, Any] | ToolResult:
         handle = OPS[args["op"]]
         try:
             async with pool.acquire() as conn, conn.transaction():

@@ -8,7 +8,7 @@ from typing import Any
 import asyncpg
 
 from services.sdk import CallContext, Cost, Service, ToolError
-from services.sdk.service import ToolDef, make_manifest
+from services.sdk.service import ToolDef, ToolResult, make_manifest
 
 STATUSES = ["open", "in_progress", "done"]
 LIST_DEFAULT = 50
@@ -128,7 +128,7 @@ def service(pool: asyncpg.Pool) -> Service:
         tasks = [_task(r) for r in rows]
         return {"tasks": tasks, "count": len(tasks)}
 
-    async def create_task(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    async def create_task(args: dict[str, Any], ctx: CallContext) -> ToolResult:
         team = _team(ctx)
         if not ctx.agent_id:
             raise ToolError("the call carries no agent")
@@ -136,13 +136,14 @@ def service(pool: asyncpg.Pool) -> Service:
         title: str = args["title"]
         description: str = args.get("description", "")
         row = await pool.fetchrow(_INSERT, task_id, team, title, description, ctx.agent_id)
-        return {
+        created = {
             "task_id": str(task_id),
             "title": title,
             "description": description,
             "status": row["status"],
             "created_at": row["created_at"].isoformat(),
         }
+        return ToolResult(output=created, object_refs=[{"type": "task", "id": str(task_id)}])
 
     return Service(
         name="task",

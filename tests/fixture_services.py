@@ -113,6 +113,40 @@ async def guarded(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
 
 
 @tool(
+    tool_id="testsvc.big",
+    category="A",
+    action="read",
+    description="Returns a blob of `n` characters (outputs larger than the inline bound).",
+    input_schema={**OBJ, "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 2000000}}},
+)
+async def big(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    return {"blob": "x" * int(args.get("n", 0))}
+
+
+@tool(
+    tool_id="testsvc.dirty",
+    category="A",
+    action="read",
+    description="Returns text with control characters.",
+    input_schema=OBJ,
+)
+async def dirty(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    return {"text": "bell\x07 nul\x00 esc\x1b ok\ttab\nline"}
+
+
+@tool(
+    tool_id="testsvc.liar",
+    category="A",
+    action="read",
+    description="Promises an integer, returns a string (violates its own output schema).",
+    input_schema=OBJ,
+    output_schema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+)
+async def liar(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
+    return {"n": "not a number"}
+
+
+@tool(
     tool_id="testsvc.gone",
     category="A",
     action="read",
@@ -124,7 +158,7 @@ async def gone(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
 
 
 def testsvc_service() -> Service:
-    return Service(name="testsvc", tools=[echo, slow, patient, fail, metered, guarded], heartbeat_s=0.5)
+    return Service(name="testsvc", tools=[echo, slow, patient, fail, metered, guarded, big, dirty, liar], heartbeat_s=0.5)
 
 
 def gone_service() -> Service:
@@ -132,4 +166,4 @@ def gone_service() -> Service:
 
 
 TEST_TOOLS = ("testsvc.echo", "testsvc.slow", "testsvc.patient", "testsvc.fail", "testsvc.metered",
-              "testsvc.guarded")
+              "testsvc.guarded", "testsvc.big", "testsvc.dirty", "testsvc.liar")

@@ -17,7 +17,7 @@ from jsonschema import Draft202012Validator
 
 from services import data_query_service, greenfood_service, task_service
 from services.sdk import Service, ToolError, ToolManifest
-from services.sdk.service import CallContext
+from services.sdk.service import ToolResult, CallContext
 from tests.tool_harness import run_tool
 
 AGENT = "agent-1"
@@ -41,6 +41,9 @@ def ctx(team: str) -> CallContext:
 async def call(svc: Service, tool_id: str, args: dict[str, Any], team: str) -> dict[str, Any]:
     (tool,) = [t for t in svc.tools if t.manifest.tool_id == tool_id]
     result = await tool.handler(args, ctx(team))
+    if isinstance(result, ToolResult):  # write tools also name what they created
+        assert result.object_refs and result.object_refs[0]["id"] in json.dumps(result.output)
+        result = result.output
     assert isinstance(result, dict)
     json.dumps(result)  # JSON-safe: no datetimes, Decimals or UUIDs left
     Draft202012Validator(tool.manifest.output_schema).validate(result)

@@ -59,6 +59,12 @@ class ToolReply(BaseModel):
     error: ReplyError | None = None
     tokens_used: int = Field(default=0, ge=0)
     compute_units: float = Field(default=0.0, ge=0)
+    # What the result points at (records it created or read, files, facts observed, sources):
+    # kept with the call and shown by GET /v1/calls/{id}. Bounded; opaque to the proxy.
+    object_refs: list[Any] = Field(default_factory=list, max_length=100)
+    artifacts: list[Any] = Field(default_factory=list, max_length=100)
+    observations: list[Any] = Field(default_factory=list, max_length=100)
+    provenance_refs: list[Any] = Field(default_factory=list, max_length=100)
 
 
 class Announcement(BaseModel):

@@ -48,6 +48,10 @@ class ToolResult:
     output: dict[str, Any]
     tokens_used: int = 0
     compute_units: float = 0.0
+    object_refs: list[Any] = field(default_factory=list)
+    artifacts: list[Any] = field(default_factory=list)
+    observations: list[Any] = field(default_factory=list)
+    provenance_refs: list[Any] = field(default_factory=list)
 
 
 Handler = Callable[[dict[str, Any], CallContext], Awaitable["ToolResult | dict[str, Any]"]]
@@ -246,6 +250,10 @@ class Service:
                 "output": result.output,
                 "tokens_used": result.tokens_used,
                 "compute_units": result.compute_units,
+                "object_refs": result.object_refs,
+                "artifacts": result.artifacts,
+                "observations": result.observations,
+                "provenance_refs": result.provenance_refs,
             }
         return {"ok": True, "output": result}
 

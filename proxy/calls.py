@@ -1,0 +1,142 @@
+"""Calls as durable objects: the record the journal writes at start and at the end of a call,
+and the read model of GET /v1/calls/{call_id}."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+import orjson
+from pydantic import BaseModel, ConfigDict
+
+TERMINAL = ("COMPLETED", "FAILED", "DENIED", "UNAVAILABLE", "CANCELLED")
+
+
+class CallRecord(BaseModel):
+    """A call's row. `status == "RUNNING"` at start; a terminal status at the end. Unknown
+    fields stay None and never overwrite what an earlier record set."""
+
+    model_config = ConfigDict(frozen=True)
+
+    call_id: str
+    team_id: str
+    agent_id: str
+    agent_run_id: str | None
+    tool: str
+    status: str
+    owner: str | None = None
+    args_hash: str | None = None
+    args_size: int | None = None
+    confidential: bool = False
+    idempotency_key: str | None = None
+    decision_id: str | None = None
+    result_id: str | None = None
+    http_status: int | None = None
+    response: dict[str, Any] | None = None
+    diagnostic: str | None = None
+    refs: dict[str, Any] | None = None
+    created_at: datetime
+    started_at: datetime | None = None
+    deadline_at: datetime | None = None
+    finished_at: datetime | None = None
+    latency_ms: float | None = None
+
+
+_UPSERT = """
+INSERT INTO calls AS c (call_id, team_id, agent_id, agent_run_id, tool, status, owner, args_hash,
+                        args_size, confidential, idempotency_key, decision_id, result_id,
+                        http_status, response, diagnostic, refs, created_at, started_at,
+                        deadline_at, finished_at, latency_ms)
+SELECT b.call_id, b.team_id, b.agent_id, b.agent_run_id, b.tool, b.status, b.owner, b.args_hash,
+       b.args_size, b.confidential, b.idempotency_key, b.decision_id, b.result_id, b.http_status,
+       b.response::jsonb, b.diagnostic, b.refs::jsonb, b.created_at, b.started_at, b.deadline_at,
+       b.finished_at, b.latency_ms
+FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+            $8::text[], $9::int[], $10::bool[], $11::text[], $12::uuid[], $13::uuid[], $14::int[],
+            $15::text[], $16::text[], $17::text[], $18::timestamptz[], $19::timestamptz[],
+            $20::timestamptz[], $21::timestamptz[], $22::float8[])
+     AS b(call_id, team_id, agent_id, agent_run_id, tool, status, owner, args_hash, args_size,
+          confidential, idempotency_key, decision_id, result_id, http_status, response,
+          diagnostic, refs, created_at, started_at, deadline_at, finished_at, latency_ms)
+ON CONFLICT (call_id) DO UPDATE SET
+    status       = CASE WHEN c.status IN ('COMPLETED', 'FAILED', 'DENIED', 'UNAVAILABLE', 'CANCELLED')
+                        THEN c.status ELSE EXCLUDED.status END,
+    owner        = coalesce(EXCLUDED.owner, c.owner),
+    decision_id  = coalesce(EXCLUDED.decision_id, c.decision_id),
+    result_id    = coalesce(c.result_id, EXCLUDED.result_id),
+    http_status  = coalesce(EXCLUDED.http_status, c.http_status),
+    response     = coalesce(EXCLUDED.response, c.response),
+    diagnostic   = coalesce(EXCLUDED.diagnostic, c.diagnostic),
+    refs         = coalesce(EXCLUDED.refs, c.refs),
+    started_at   = coalesce(c.started_at, EXCLUDED.started_at),
+    deadline_at  = coalesce(EXCLUDED.deadline_at, c.deadline_at),
+    finished_at  = coalesce(EXCLUDED.finished_at, c.finished_at),
+    latency_ms   = coalesce(EXCLUDED.latency_ms, c.latency_ms)
+WHERE c.status NOT IN ('COMPLETED', 'FAILED', 'DENIED', 'UNAVAILABLE', 'CANCELLED')
+"""
+
+
+async def write_calls(conn: asyncpg.Connection, records: list[CallRecord]) -> None:
+    """Upsert; a call that already reached a terminal status is never changed again (so a
+    late start record, or a second ending, cannot undo the first ending)."""
+    if not records:
+        return
+    cols: list[list[Any]] = [[] for _ in range(22)]
+    for r in records:
+        values = (
+            uuid.UUID(r.call_id), r.team_id, r.agent_id, r.agent_run_id, r.tool, r.status,
+            r.owner, r.args_hash, r.args_size, r.confidential, r.idempotency_key,
+            uuid.UUID(r.decision_id) if r.decision_id else None,
+            uuid.UUID(r.result_id) if r.result_id else None, r.http_status,
+            orjson.dumps(r.response).decode() if r.response is not None else None,
+            r.diagnostic, orjson.dumps(r.refs).decode() if r.refs is not None else None,
+            r.created_at, r.started_at, r.deadline_at, r.finished_at, r.latency_ms,
+        )
+        for col, v in zip(cols, values):
+            col.append(v)
+    await conn.execute(_UPSERT, *cols)
+
+
+def _iso(v: datetime | None) -> str | None:
+    return v.isoformat() if v else None
+
+
+async def read_call(pool: asyncpg.Pool, call_id: str, team_id: str) -> dict[str, Any] | None:
+    """The call as GET /v1/calls/{id} shows it; None for another team's call (a 404, never a
+    403: other teams' calls do not exist for the caller)."""
+    try:
+        cid = uuid.UUID(call_id)
+    except ValueError:
+        return None
+    r = await pool.fetchrow("SELECT * FROM calls WHERE call_id = $1 AND team_id = $2", cid, team_id)
+    if r is None:
+        return None
+    response = r["response"] or {}
+    refs = r["refs"] or {}
+    return {
+        "call_id": str(r["call_id"]),
+        "status": r["status"],
+        "tool": r["tool"],
+        "team_id": r["team_id"],
+        "agent_id": r["agent_id"],
+        "agent_run_id": r["agent_run_id"],
+        "decision_id": str(r["decision_id"]) if r["decision_id"] else None,
+        "result_id": str(r["result_id"]) if r["result_id"] else None,
+        "http_status": r["http_status"],
+        "created_at": _iso(r["created_at"]),
+        "started_at": _iso(r["started_at"]),
+        "finished_at": _iso(r["finished_at"]),
+        "latency_ms": r["latency_ms"],
+        "output": response.get("output"),
+        "error": response.get("error"),
+        "tokens_used": response.get("tokens_used", 0),
+        "cost_1t": response.get("cost_1t", 0),
+        "object_refs": refs.get("object_refs", []),
+        "artifacts": refs.get("artifacts", []),
+        "observations": refs.get("observations", []),
+        "provenance_refs": refs.get("provenance_refs", []),
+        "diagnostic": r["diagnostic"],
+        "approval_id": response.get("approval_id"),
+    }

@@ -1,0 +1,117 @@
+"""Lifecycle events: written through the journal, numbered per team, read by cursor or SSE."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import asyncpg
+import orjson
+from pydantic import BaseModel, ConfigDict, Field
+
+CHANNEL = "toolproxy_events"
+MAX_PAYLOAD_BYTES = 4096
+
+TYPES = (
+    "agent.turn.started",
+    "agent.plan.updated",
+    "agent.tool.requested",
+    "agent.tool.started",
+    "agent.tool.completed",
+    "agent.authorization.required",
+    "agent.turn.completed",
+    "agent.error",
+)
+
+
+class EventRecord(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    event_id: str = Field(default_factory=lambda: str(uuid.uuid4()))
+    team_id: str
+    type: str
+    time: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    run_id: str | None = None
+    call_id: str | None = None
+    refs: dict[str, Any] = Field(default_factory=dict)
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+def event(team_id: str, type_: str, *, run_id: str | None = None, call_id: str | None = None,
+          refs: dict[str, Any] | None = None, payload: dict[str, Any] | None = None) -> EventRecord:
+    """An event with its payload bounded (a too-large payload is replaced by its size)."""
+    assert type_ in TYPES, type_
+    body = payload or {}
+    encoded = orjson.dumps(body)
+    if len(encoded) > MAX_PAYLOAD_BYTES:
+        body = {"truncated": True, "bytes": len(encoded)}
+    return EventRecord(team_id=team_id, type=type_, run_id=run_id, call_id=call_id,
+                       refs=refs or {}, payload=body)
+
+
+async def write_events(conn: asyncpg.Connection, records: list[EventRecord]) -> None:
+    """Numbers each team's new events after its last one (a row lock on the team's counter
+    makes writers on several replicas take turns), inserts them, and notifies listeners."""
+    if not records:
+        return
+    # A call's first events travel twice (in its start record, so followers see it running,
+    # and again with its ending, so its events stay in order even if the ending is written
+    # first): keep each event once, and number only new ones (no gaps).
+    unique = {r.event_id: r for r in records}
+    known = await conn.fetch(
+        "SELECT event_id FROM events WHERE event_id = ANY($1::uuid[])",
+        [uuid.UUID(i) for i in unique],
+    )
+    for row in known:
+        unique.pop(str(row["event_id"]), None)
+    by_team: dict[str, list[EventRecord]] = {}
+    for r in unique.values():
+        by_team.setdefault(r.team_id, []).append(r)
+    for team, items in sorted(by_team.items()):
+        last = await conn.fetchval(
+            """INSERT INTO event_counters AS c (team_id, last) VALUES ($1, $2)
+               ON CONFLICT (team_id) DO UPDATE SET last = c.last + $2
+               RETURNING last""",
+            team, len(items),
+        )
+        first = last - len(items) + 1
+        items = sorted(items, key=lambda e: e.time)
+        await conn.executemany(
+            """INSERT INTO events (team_id, sequence, event_id, type, time, run_id, call_id, refs, payload)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+               ON CONFLICT (event_id) DO NOTHING""",
+            [(team, first + i, uuid.UUID(e.event_id), e.type, e.time, e.run_id,
+              uuid.UUID(e.call_id) if e.call_id else None, e.refs, e.payload)
+             for i, e in enumerate(items)],
+        )
+        await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, team)
+
+
+def _row(r: asyncpg.Record) -> dict[str, Any]:
+    return {
+        "sequence": r["sequence"],
+        "event_id": str(r["event_id"]),
+        "type": r["type"],
+        "time": r["time"].isoformat(),
+        "run_id": r["run_id"],
+        "call_id": str(r["call_id"]) if r["call_id"] else None,
+        "refs": r["refs"],
+        "payload": r["payload"],
+    }
+
+
+async def read_events(pool: asyncpg.Pool, team_id: str, cursor: int, limit: int) -> list[dict[str, Any]]:
+    rows = await pool.fetch(
+        """SELECT * FROM events WHERE team_id = $1 AND sequence > $2
+           ORDER BY sequence LIMIT $3""",
+        team_id, cursor, limit,
+    )
+    return [_row(r) for r in rows]
+
+
+async def delete_older_than(pool: asyncpg.Pool, days: float) -> int:
+    result = await pool.execute(
+        "DELETE FROM events WHERE time < $1", datetime.now(timezone.utc) - timedelta(days=days)
+    )
+    return int(result.split()[-1])

@@ -1,0 +1,87 @@
+"""Calls as objects: read one, cancel one, fetch an artifact of one (team-scoped: another
+team's call does not exist for the caller)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from aiohttp import web
+
+from proxy.appkeys import APPROVAL_FLOW, PIPELINE, POOL, identity_of
+from proxy.calls import TERMINAL, read_call
+from proxy.errors import Conflict, Forbidden, NotFound
+from proxy.output import read_artifact
+from proxy.routes.tools import json_response
+
+routes = web.RouteTableDef()
+
+CANCEL_WAIT_S = 3.0
+
+
+class CallNotRunning(Conflict):
+    code = "call_not_running"
+
+
+@routes.get("/v1/calls/{call_id}")
+async def get_call(request: web.Request) -> web.Response:
+    identity = identity_of(request)
+    call = await read_call(request.app[POOL], request.match_info["call_id"], identity.team_id)
+    if call is None:
+        raise NotFound("no such call")
+    return json_response(200, call)
+
+
+@routes.post("/v1/calls/{call_id}/cancel")
+async def cancel_call(request: web.Request) -> web.Response:
+    """A running call is stopped by the replica running it (told over NATS), its service is
+    told to stop, and it ends CANCELLED; a call awaiting approval ends CANCELLED at once.
+    Only the calling agent (or the team's governance) may cancel; each call ends once."""
+    identity = identity_of(request)
+    pool = request.app[POOL]
+    pipeline = request.app[PIPELINE]
+    call_id = request.match_info["call_id"]
+    try:
+        uuid.UUID(call_id)
+    except ValueError:
+        raise NotFound("no such call") from None
+    by = f"{identity.role}:{identity.agent_id}"
+    call = await read_call(pool, call_id, identity.team_id)
+    if call is None:
+        # Possibly running but not yet on record: ask, then look again.
+        await pipeline.inflight.request_cancel(call_id, by)
+        await asyncio.sleep(0.2)
+        call = await read_call(pool, call_id, identity.team_id)
+        if call is None:
+            raise NotFound("no such call")
+    if call["agent_id"] != identity.agent_id and not identity.is_governance:
+        raise Forbidden("only the calling agent or the team's governance may cancel a call")
+    if call["status"] in TERMINAL:
+        raise CallNotRunning(f"the call already ended {call['status']}")
+    if call["status"] == "AUTHORIZATION_REQUIRED":
+        if not await request.app[APPROVAL_FLOW].cancel_held(call_id, by):
+            call = await read_call(pool, call_id, identity.team_id)
+            if call is not None and call["status"] in TERMINAL:
+                raise CallNotRunning(f"the call already ended {call['status']}")
+            # approved and being resumed right now: stop that execution instead
+            await pipeline.inflight.request_cancel(call_id, by)
+    else:
+        await pipeline.inflight.request_cancel(call_id, by)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + CANCEL_WAIT_S
+    while loop.time() < deadline:
+        call = await read_call(pool, call_id, identity.team_id)
+        if call is not None and call["status"] in TERMINAL:
+            return json_response(200, call)
+        await asyncio.sleep(0.05)
+    return json_response(202, {"call_id": call_id, "status": "CANCELLING"})
+
+
+@routes.get("/v1/artifacts/{artifact_id}")
+async def get_artifact(request: web.Request) -> web.Response:
+    identity = identity_of(request)
+    row = await read_artifact(request.app[POOL], request.match_info["artifact_id"], identity.team_id)
+    if row is None:
+        raise NotFound("no such artifact")
+    return web.Response(body=row["content"], content_type=row["media_type"],
+                        headers={"Digest": f"sha-256={row['sha256']}"})

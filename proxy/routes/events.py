@@ -1,0 +1,72 @@
+"""Events of the caller's team: polled by cursor, or streamed (SSE) with Last-Event-ID resume."""
+
+from __future__ import annotations
+
+import time
+
+import orjson
+from aiohttp import web
+
+from proxy.appkeys import EVENT_HUB, POOL, identity_of
+from proxy.errors import InvalidRequest
+from proxy.events import read_events
+from proxy.routes.tools import json_response
+
+routes = web.RouteTableDef()
+
+MAX_LIMIT = 1000
+KEEPALIVE_S = 15.0
+STREAM_MAX_S = 3600.0  # then the client reconnects with Last-Event-ID
+
+
+def _int(value: str | None, name: str, default: int) -> int:
+    if value is None or value == "":
+        return default
+    try:
+        n = int(value)
+    except ValueError:
+        raise InvalidRequest(f"{name} must be an integer") from None
+    if n < 0:
+        raise InvalidRequest(f"{name} must not be negative")
+    return n
+
+
+@routes.get("/v1/events")
+async def poll(request: web.Request) -> web.Response:
+    identity = identity_of(request)
+    cursor = _int(request.query.get("cursor"), "cursor", 0)
+    limit = min(max(_int(request.query.get("limit"), "limit", 100), 1), MAX_LIMIT)
+    events = await read_events(request.app[POOL], identity.team_id, cursor, limit)
+    return json_response(200, {"events": events, "cursor": events[-1]["sequence"] if events else cursor})
+
+
+@routes.get("/v1/events/stream")
+async def stream(request: web.Request) -> web.StreamResponse:
+    identity = identity_of(request)
+    cursor = _int(request.headers.get("Last-Event-ID") or request.query.get("cursor"), "cursor", 0)
+    pool = request.app[POOL]
+    hub = request.app[EVENT_HUB]
+    resp = web.StreamResponse(headers={
+        "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
+    })
+    await resp.prepare(request)
+    ends = time.monotonic() + STREAM_MAX_S
+    last_write = time.monotonic()
+    while time.monotonic() < ends:
+        events = await read_events(pool, identity.team_id, cursor, 500)
+        if events:
+            chunk = b"".join(
+                b"id: %d\nevent: %s\ndata: %s\n\n" % (e["sequence"], e["type"].encode(), orjson.dumps(e))
+                for e in events)
+            await resp.write(chunk)
+            cursor = events[-1]["sequence"]
+            last_write = time.monotonic()
+            continue
+        if time.monotonic() - last_write >= KEEPALIVE_S:
+            await resp.write(b": keepalive\n\n")
+            last_write = time.monotonic()
+        await hub.wait(identity.team_id, timeout=KEEPALIVE_S)
+    return resp
+
+
+

@@ -1,0 +1,138 @@
+"""Runs (turns): start one with an optional budget, publish its plan, complete it, read it."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import orjson
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field
+
+from proxy.appkeys import JOURNAL, identity_of
+from proxy.body import read_model
+from proxy.errors import Conflict, Forbidden, InvalidRequest, NotFound
+from proxy.events import event
+from proxy.identity import ID_PATTERN, Identity
+from proxy.routes.tools import json_response
+from proxy.runs import RunExists, RunRepository
+
+routes = web.RouteTableDef()
+
+MAX_PLAN_BYTES = 16_384
+
+
+class Budget(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_calls: int | None = Field(default=None, ge=0)
+    max_tokens: int | None = Field(default=None, ge=0)
+    max_cost_1t: float | None = Field(default=None, ge=0)
+
+
+class StartRun(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=64)
+    budget: Budget = Field(default_factory=Budget)
+
+
+class Plan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    plan: Any
+
+
+class Complete(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    outcome: str = Field(default="done", max_length=500)
+
+
+class RunConflict(Conflict):
+    code = "run_exists"
+
+
+def _repo(request: web.Request) -> RunRepository:
+    from proxy.appkeys import PIPELINE
+
+    return request.app[PIPELINE].runs
+
+
+async def _publish(request: web.Request, identity: Identity, type_: str, run_id: str,
+                   payload: dict[str, Any]) -> None:
+    await request.app[JOURNAL].record(events=[event(identity.team_id, type_, run_id=run_id,
+                                                    payload=payload)])
+
+
+async def _owned(request: web.Request, identity: Identity, run_id: str) -> dict[str, Any]:
+    run = await _repo(request).get(identity.team_id, run_id)
+    if run is None:
+        raise NotFound("no such run")
+    if run["agent_id"] != identity.agent_id and not identity.is_governance:
+        raise Forbidden("only the agent that started the run may change it")
+    return run
+
+
+@routes.post("/v1/runs")
+async def start_run(request: web.Request) -> web.Response:
+    identity = identity_of(request)
+    body = await read_model(request, StartRun) if request.body_exists else StartRun()
+    run_id = body.run_id or f"run_{uuid.uuid4().hex[:20]}"
+    try:
+        run = await _repo(request).create(
+            team_id=identity.team_id, run_id=run_id, agent_id=identity.agent_id,
+            max_calls=body.budget.max_calls, max_tokens=body.budget.max_tokens,
+            max_cost_1t=body.budget.max_cost_1t)
+    except RunExists:
+        raise RunConflict(f"run {run_id!r} already exists") from None
+    await _publish(request, identity, "agent.turn.started", run_id, {"budget": run["budget"]})
+    return json_response(201, run)
+
+
+@routes.post("/v1/runs/{run_id}/plan")
+async def plan(request: web.Request) -> web.Response:
+    identity = identity_of(request)
+    run_id = request.match_info["run_id"]
+    await _owned(request, identity, run_id)
+    body = await read_model(request, Plan)
+    if len(orjson.dumps(body.plan)) > MAX_PLAN_BYTES:
+        raise InvalidRequest(f"a plan is at most {MAX_PLAN_BYTES} bytes of JSON")
+    run = await _repo(request).set_plan(identity.team_id, run_id, body.plan)
+    if run is None:
+        raise RunConflict("the run is completed")
+    await _publish(request, identity, "agent.plan.updated", run_id, {"plan": body.plan})
+    return json_response(200, run)
+
+
+@routes.post("/v1/runs/{run_id}/complete")
+async def complete(request: web.Request) -> web.Response:
+    identity = identity_of(request)
+    run_id = request.match_info["run_id"]
+    await _owned(request, identity, run_id)
+    body = await read_model(request, Complete) if request.body_exists else Complete()
+    run = await _repo(request).complete(identity.team_id, run_id, body.outcome)
+    if run is None:
+        raise RunConflict("the run is already completed")
+    await _publish(request, identity, "agent.turn.completed", run_id,
+                   {"outcome": body.outcome, "used": run["used"]})
+    return json_response(200, run)
+
+
+@routes.get("/v1/runs/{run_id}")
+async def get_run(request: web.Request) -> web.Response:
+    identity = identity_of(request)
+    run_id = request.match_info["run_id"]
+    repo = _repo(request)
+    run = await repo.get(identity.team_id, run_id)
+    calls = await repo.calls(identity.team_id, run_id)
+    if run is None and not calls:
+        raise NotFound("no such run")
+    totals = {
+        "calls": len(calls),
+        "completed": sum(1 for c in calls if c["status"] == "COMPLETED"),
+        "tokens_used": sum(c["tokens_used"] for c in calls),
+        "cost_1t": sum(c["cost_1t"] for c in calls),
+    }
+    return json_response(200, {**(run or {"run_id": run_id, "status": "unregistered"}),
+                               "calls": calls, "totals": totals})
