@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import orjson
 from regopy import Input, Interpreter, RegoError
 
-from pdp.errors import EngineError, PolicyInvalid
+from pdp.errors import EngineError, PdpTimeout, PolicyInvalid
 from pdp.policy_set import ENTRYPOINT, PolicySet
 
 
@@ -50,15 +51,22 @@ class EmbeddedEngine:
     async def evaluate(self, input_doc: dict[str, Any]) -> Any:
         return self.evaluate_inline(input_doc)
 
-    def evaluate_inline(self, input_doc: dict[str, Any]) -> Any:
+    def evaluate_inline(self, input_doc: dict[str, Any], budget_s: float | None = None) -> Any:
+        """Evaluate now, on this thread. The budget is CPU time spent in the engine's query
+        itself: what a runaway policy burns, and not a garbage collection or a scheduler
+        pause of the interpreter around it. Over budget: PdpTimeout (a denial)."""
         if self._bundle is None:
             raise EngineError("no policy loaded")
         try:
             # Built node by node: cheaper than having rego-cpp parse a JSON term.
             self._rego.set_input(Input(input_doc))
+            started = time.thread_time()
             out = self._rego.query_bundle_entrypoint(self._bundle, ENTRYPOINT)
+            spent = time.thread_time() - started
         except (RegoError, ValueError) as exc:  # regopy raises JSONDecodeError for some failures
             raise EngineError(f"evaluation failed: {exc}") from exc
+        if budget_s is not None and spent > budget_s:
+            raise PdpTimeout(f"the policy took {spent * 1000:.1f} ms of CPU")
         if not out.ok():
             raise EngineError(f"evaluation failed: {out}")
         text = str(out)

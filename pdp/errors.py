@@ -11,6 +11,10 @@ class EngineError(PdpError):
     """The engine raised, timed out or could not be reached."""
 
 
+class PdpTimeout(EngineError):
+    """The decision took longer than its budget."""
+
+
 class PolicyUndefined(PdpError):
     """The policy produced no decision, or one that does not have the decision's shape."""
 

@@ -46,6 +46,8 @@ from proxy.routes import (
     approvals,
     calls,
     events,
+    mcp,
+    openai_tools,
     probes,
     runs,
     tools,
@@ -208,6 +210,6 @@ def create_app(settings: Settings) -> web.Application:
     # Created in order, released in reverse.
     app.cleanup_ctx.extend([_postgres, _nats, _pdp, _catalog, _journal, _limits, _pipeline])
     for module in (tools, usage, admin_grants, admin_governance, admin_quotas, approvals, calls,
-                   runs, events, probes):
+                   runs, events, mcp, openai_tools, probes):
         app.router.add_routes(module.routes)
     return app

@@ -179,6 +179,18 @@ def cmd_usage(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp_stdio(a: argparse.Namespace) -> int:
+    import os
+
+    from proxy.cli.mcp_stdio import main as relay
+
+    url = stack_url(a.url, data_dir_of(a.data_dir))
+    token = a.token or os.environ.get("TOOLPROXY_TOKEN")
+    if not token:
+        raise CliError("mcp-stdio needs --token or TOOLPROXY_TOKEN (a bearer token, see `toolproxy token`)")
+    return relay(url, token)
+
+
 # --- parser ---------------------------------------------------------------------------------
 
 
@@ -239,6 +251,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--team", required=True)
     sp.add_argument("--day", help="YYYY-MM-DD (default: today, UTC)")
     sp.add_argument("--url")
+    sp.add_argument("--data-dir")
+
+    sp = add("mcp-stdio", cmd_mcp_stdio, "MCP stdio server relaying to a proxy's /mcp (for desktop MCP clients)")
+    sp.add_argument("--url", help="the proxy (default: TOOLPROXY_URL or the data dir's running stack)")
+    sp.add_argument("--token", help="bearer token (default: TOOLPROXY_TOKEN)")
     sp.add_argument("--data-dir")
     return p
 

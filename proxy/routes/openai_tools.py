@@ -1,0 +1,185 @@
+"""The OpenAI-compatible surface: the callable catalog as OpenAI `tools`, and an assistant
+message's `tool_calls` answered with one `role: tool` message each, through the same Pipeline.
+
+Calls of one message run concurrently where they are independent: consecutive calls of read
+tools run together; a write tool (or a resume) runs alone, in the order the model gave, so a
+read listed after a write sees the write's effect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Literal
+
+import orjson
+import structlog
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from proxy.appkeys import APPROVAL_FLOW, CATALOG, PIPELINE, identity_of
+from proxy.body import read_model
+from proxy.envelope import CallContext, InvokeRequest
+from proxy.errors import ApiError
+from proxy.identity import Identity
+from proxy.mcp.notices import (
+    RESUME_DESCRIPTION,
+    RESUME_SCHEMA,
+    RESUME_TOOL,
+    describe,
+    resume_arguments,
+    resume_misuse,
+)
+from proxy.openai_names import from_openai, to_openai
+from proxy.pipeline import Outcome, error_outcome
+from proxy.routes.tools import json_response
+
+log = structlog.get_logger("toolproxy.openai")
+routes = web.RouteTableDef()
+
+MAX_TOOL_CALLS = 32
+MAX_ARGUMENTS_BYTES = 256 << 10  # one call's arguments (a JSON string)
+MAX_PARALLEL = 8
+
+
+class FunctionCall(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: str = Field(min_length=1, max_length=256)
+    arguments: str = Field(default="", max_length=MAX_ARGUMENTS_BYTES)
+
+
+class ToolCall(BaseModel):
+    """An OpenAI `ChatCompletionMessageToolCall` (function calls only: we offer only functions)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str = Field(min_length=1, max_length=256)
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class ToolCallsBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tool_calls: list[ToolCall] = Field(min_length=1, max_length=MAX_TOOL_CALLS)
+    context: CallContext = Field(default_factory=CallContext)
+    # Each call's key is "<idempotency_key>:<tool_call id>", so a retried batch repeats none.
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=128)
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> ToolCallsBody:
+        if len({c.id for c in self.tool_calls}) != len(self.tool_calls):
+            raise ValueError("tool_call ids must be unique")
+        return self
+
+
+def function_tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "function",
+            "function": {"name": name, "description": description, "parameters": parameters}}
+
+
+@routes.get("/v1/openai/tools")
+async def list_tools(request: web.Request) -> web.Response:
+    """`tools` to pass to a chat completion, and `names`: OpenAI name -> catalog name."""
+    manifests = await request.app[PIPELINE].callable_tools(identity_of(request))
+    tools = [function_tool(to_openai(m.tool_id), m.description, m.input_schema) for m in manifests]
+    names = {to_openai(m.tool_id): m.tool_id for m in manifests}
+    if any(m.requires_approval for m in manifests):
+        tools.append(function_tool(RESUME_TOOL, RESUME_DESCRIPTION, RESUME_SCHEMA))
+    return json_response(200, {"tools": tools, "names": names})
+
+
+@routes.post("/v1/openai/tool_calls")
+async def tool_calls(request: web.Request) -> web.Response:
+    identity = identity_of(request)
+    body = await read_model(request, ToolCallsBody)
+    runner = _Runner(request.app, identity, body)
+    outcomes = await runner.run_all()
+    messages, results = [], []
+    for call, outcome in zip(body.tool_calls, outcomes, strict=True):
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": content(outcome)})
+        results.append({"tool_call_id": call.id, "name": call.function.name,
+                        "http_status": outcome.http_status, "body": outcome.body})
+    return json_response(200, {"messages": messages, "results": results})
+
+
+def content(outcome: Outcome) -> str:
+    """What the model reads: the tool's output as JSON, or the error with a plain explanation."""
+    body = outcome.body
+    if body.get("ok") is True:
+        return orjson.dumps(body.get("output")).decode()
+    view = {k: body[k] for k in ("status", "error", "call_id", "approval_id", "expires_at") if k in body}
+    view["explanation"] = describe(body, outcome.headers.get("Retry-After"))
+    return orjson.dumps({"ok": False, **view}).decode()
+
+
+class _Runner:
+    def __init__(self, app: web.Application, identity: Identity, body: ToolCallsBody) -> None:
+        self.pipeline = app[PIPELINE]
+        self.catalog = app[CATALOG]
+        self.flow = app[APPROVAL_FLOW]
+        self.identity = identity
+        self.body = body
+        self.gate = asyncio.Semaphore(MAX_PARALLEL)
+
+    async def run_all(self) -> list[Outcome]:
+        calls = self.body.tool_calls
+        outcomes: list[Outcome | None] = [None] * len(calls)
+        group: list[int] = []
+
+        async def flush() -> None:
+            done = await asyncio.gather(*(self.run(calls[i]) for i in group))
+            for i, outcome in zip(group, done, strict=True):
+                outcomes[i] = outcome
+            group.clear()
+
+        for i, call in enumerate(calls):
+            if self._is_write(call):
+                await flush()
+                outcomes[i] = await self.run(call)
+            else:
+                group.append(i)
+        await flush()
+        return [o for o in outcomes if o is not None]
+
+    def _is_write(self, call: ToolCall) -> bool:
+        if call.function.name == RESUME_TOOL:
+            return True
+        try:
+            manifest = self.catalog.get(from_openai(call.function.name))
+        except ApiError:
+            return False  # refused without any effect
+        return manifest is not None and manifest.action == "write"
+
+    async def run(self, call: ToolCall) -> Outcome:
+        async with self.gate:
+            try:
+                return await self._run(call)
+            except ApiError as exc:  # refused before a call existed: bad name, team mismatch...
+                return error_outcome(exc)
+            except Exception:  # one call's bug must not take its siblings' answers with it
+                log.exception("openai_tool_call_failed", tool=call.function.name)
+                return Outcome(500, {"ok": False, "error": {"code": "internal_error",
+                                                            "message": "internal error"}})
+
+    async def _run(self, call: ToolCall) -> Outcome:
+        try:
+            args = orjson.loads(call.function.arguments or "{}")
+        except orjson.JSONDecodeError as exc:
+            return _invalid_args(f"arguments are not valid JSON: {exc}")
+        if call.function.name == RESUME_TOOL:
+            parsed = resume_arguments(args)
+            if parsed is None:
+                return Outcome(400, resume_misuse())
+            return await self.flow.resume(self.identity, *parsed)
+        if not isinstance(args, dict):
+            return _invalid_args("arguments must be a JSON object")
+        key = self.body.idempotency_key
+        request = InvokeRequest(tool=from_openai(call.function.name), args=args,
+                                context=self.body.context,
+                                idempotency_key=f"{key}:{call.id}"[:255] if key else None)
+        return await self.pipeline.invoke(self.identity, request)
+
+
+def _invalid_args(message: str) -> Outcome:
+    return Outcome(400, {"ok": False, "error": {"code": "invalid_args", "message": message}})
