@@ -118,8 +118,12 @@ async def test_approvals_and_usage_report_commands(client, token, team) -> None:
     code, _, err = await cli("approvals", "deny", "--id", held["approval_id"], "--url", url)
     assert code == 1 and "approval_not_pending" in err
 
+    code, out, err = await cli("quotas", "set", "--team", team, "--invocations", "100", "--url", url)
+    assert code == 0 and out.strip() == f"daily quota for team {team}: invocations=100", err
     await invoke(client, token(agent="ag", team=team), "math", {"expr": "1+1"})
     await asyncio.sleep(0.3)
+    code, out, err = await cli("quotas", "list", "--team", team, "--url", url)
+    assert code == 0 and "invocations 1/100 (left 99)" in out, (out, err)
     code, out, err = await cli("usage", "report", "--team", team, "--url", url)
     assert code == 0, err
     lines = out.splitlines()

@@ -162,6 +162,33 @@ def cmd_policy(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_quotas(a: argparse.Namespace) -> int:
+    data_dir = data_dir_of(a.data_dir)
+    url = stack_url(a.url, data_dir)
+    token = admin_token(data_dir)
+    if a.action == "set":
+        if not a.team:
+            raise CliError("quotas set needs --team")
+        body = {"team_id": a.team, "agent_id": a.agent, "invocations": a.invocations,
+                "tokens": a.tokens, "compute_units": a.compute_units, "cost_1t": a.cost}
+        q = asyncio.run(call_api("POST", f"{url}/v1/admin/quotas", token, json_body=body))["quota"]
+        who = f"team {q['team_id']}" + (f" agent {q['agent_id']}" if q["agent_id"] else "")
+        limits = ", ".join(f"{k}={q[k]}" for k in ("invocations", "tokens", "compute_units", "cost_1t")
+                           if q[k] is not None) or "unlimited"
+        print(f"daily quota for {who}: {limits}")
+        return 0
+    params = {"team_id": a.team} if a.team else None
+    rows = asyncio.run(call_api("GET", f"{url}/v1/admin/quotas", token, params=params))["quotas"]
+    if not rows:
+        print("no quotas")
+    for q in rows:
+        used, left = q["used_today"], q["remaining_today"]
+        parts = [f"{k} {used[k]}/{q[k]} (left {left[k]})" for k in ("invocations", "tokens",
+                 "compute_units", "cost_1t") if q[k] is not None]
+        print(f"{q['team_id']:<20} {q['agent_id'] or '*':<20} " + "; ".join(parts))
+    return 0
+
+
 def cmd_usage(a: argparse.Namespace) -> int:
     data_dir = data_dir_of(a.data_dir)
     url = stack_url(a.url, data_dir)
@@ -243,6 +270,17 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("policy", cmd_policy, "validate, unit-test and publish Rego policies")
     sp.add_argument("action", choices=["check", "test", "push"])
     sp.add_argument("--dir", help="policy directory (default: the shipped pdp/policies)")
+    sp.add_argument("--url")
+    sp.add_argument("--data-dir")
+
+    sp = add("quotas", cmd_quotas, "daily quotas per team or agent (admin)")
+    sp.add_argument("action", choices=["set", "list"])
+    sp.add_argument("--team")
+    sp.add_argument("--agent")
+    sp.add_argument("--invocations", type=int)
+    sp.add_argument("--tokens", type=int)
+    sp.add_argument("--compute-units", type=float)
+    sp.add_argument("--cost", type=float, help="in 1T")
     sp.add_argument("--url")
     sp.add_argument("--data-dir")
 
