@@ -15,6 +15,7 @@ from typing import Any
 import asyncpg
 import structlog
 
+from pdp.listener import Listener
 from pdp.overrides import COLUMNS as OVERRIDE_COLUMNS
 from pdp.overrides import Override, override_from_row
 from pdp.quotas import QUOTA_COLUMNS, Quota, quota_from_row
@@ -135,21 +136,20 @@ class GrantCache:
     those tables) reloads the team it names, a lost listener reloads everything. `ready` is
     False until the first full load: the PDP fails closed until then."""
 
-    def __init__(self, pool: asyncpg.Pool, dsn: str, *, full_reload_s: float = 30.0) -> None:
+    def __init__(self, pool: asyncpg.Pool, listener: Listener, *, full_reload_s: float = 30.0) -> None:
         self._pool = pool
-        self._dsn = dsn
+        self._listener = listener
         self._full_reload_s = full_reload_s
         self._by_team: dict[str, list[Grant]] = {}
         self._overrides: dict[str, list[Override]] = {}
         self._quotas: dict[str, list[Quota]] = {}
         self._task: asyncio.Task[None] | None = None
-        self._listener: asyncpg.Connection | None = None
         self.ready = False
         self.version = 0  # bumps on every change: lets callers cache derived data safely
         self._changed = asyncio.Event()
 
     async def start(self) -> None:
-        await self._connect_listener()
+        await self._listener.subscribe(CHANNEL, self._on_notify, on_reconnect=self._changed.set)
         await self.reload_all()
         self._task = asyncio.create_task(self._maintain(), name="grant-cache")
 
@@ -158,8 +158,6 @@ class GrantCache:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        if self._listener is not None and not self._listener.is_closed():
-            await self._listener.close()
 
     def capabilities(self, team_id: str, agent_id: str) -> list[str]:
         now = time.time()
@@ -216,13 +214,7 @@ class GrantCache:
         _replace(self._quotas, team_id, [quota_from_row(r) for r in quota_rows])
         self.version += 1
 
-    async def _connect_listener(self) -> None:
-        conn = await asyncpg.connect(self._dsn)
-        await conn.add_listener(CHANNEL, self._on_notify)
-        conn.add_termination_listener(self._on_lost)
-        self._listener = conn
-
-    def _on_notify(self, conn: object, pid: int, channel: str, team_id: str) -> None:
+    def _on_notify(self, team_id: str) -> None:
         asyncio.get_running_loop().create_task(self._reload_team_logged(team_id))
 
     async def _reload_team_logged(self, team_id: str) -> None:
@@ -232,20 +224,14 @@ class GrantCache:
             log.warning("grant_reload_failed", team_id=team_id, error=str(exc))
             self._changed.set()  # the maintenance loop reloads everything
 
-    def _on_lost(self, conn: object) -> None:
-        self._listener = None
-        self._changed.set()
-
     async def _maintain(self) -> None:
-        """Reconnect a lost listener (reloading everything: notifications may have been missed)
-        and reload periodically as a safety net."""
+        """Reload everything after a lost listener (notifications may have been missed) or a
+        failed team reload, and periodically as a safety net."""
         while True:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), self._full_reload_s)
             self._changed.clear()
             try:
-                if self._listener is None or self._listener.is_closed():
-                    await self._connect_listener()
                 await self.reload_all()
             except Exception as exc:
                 log.warning("grant_cache_refresh_failed", error=str(exc))

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 import asyncpg
 import structlog
 
+from pdp.listener import Listener
 from pdp.policy_set import PolicySet
 
 log = structlog.get_logger("toolproxy.policy")
@@ -59,19 +60,18 @@ async def revisions(pool: asyncpg.Pool, limit: int = 20) -> list[dict[str, objec
 
 
 class PolicyWatcher:
-    """LISTENs for activations and hands the new revision to `apply` (which may reject it)."""
+    """Follows activations and hands each new revision to `apply` (which may reject it)."""
 
-    def __init__(self, pool: asyncpg.Pool, dsn: str,
+    def __init__(self, pool: asyncpg.Pool, listener: Listener,
                  apply: Callable[[PolicySet], Awaitable[None]]) -> None:
         self._pool = pool
-        self._dsn = dsn
+        self._listener = listener
         self._apply = apply
-        self._conn: asyncpg.Connection | None = None
         self._task: asyncio.Task[None] | None = None
         self._wake = asyncio.Event()
 
     async def start(self) -> None:
-        await self._listen()
+        await self._listener.subscribe(CHANNEL, lambda _: self._wake.set(), on_reconnect=self._wake.set)
         self._task = asyncio.create_task(self._loop(), name="policy-watcher")
 
     async def close(self) -> None:
@@ -79,18 +79,6 @@ class PolicyWatcher:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        if self._conn is not None and not self._conn.is_closed():
-            await self._conn.close()
-
-    async def _listen(self) -> None:
-        conn = await asyncpg.connect(self._dsn)
-        await conn.add_listener(CHANNEL, lambda *_: self._wake.set())
-        conn.add_termination_listener(lambda *_: self._lost())
-        self._conn = conn
-
-    def _lost(self) -> None:
-        self._conn = None
-        self._wake.set()
 
     async def _loop(self) -> None:
         while True:
@@ -98,8 +86,6 @@ class PolicyWatcher:
                 await asyncio.wait_for(self._wake.wait(), 30.0)
             self._wake.clear()
             try:
-                if self._conn is None or self._conn.is_closed():
-                    await self._listen()
                 policies = await active_policies(self._pool)
                 if policies is not None:
                     await self._apply(policies)

@@ -13,6 +13,7 @@ from pdp.embedded import EmbeddedEngine
 from pdp.engine import Engine
 from pdp.errors import PolicyInvalid
 from pdp.grants import GrantCache, GrantRepository
+from pdp.listener import Listener
 from pdp.overrides import OverrideRepository
 from pdp.point import PolicyDecisionPoint
 from pdp.policy_set import PolicySet, load_policy_dir
@@ -63,7 +64,11 @@ async def _postgres(app: web.Application) -> AsyncIterator[None]:
     app[k.POOL] = await create_pool(
         s.require_database_url(), min_size=s.db_pool_min, max_size=s.db_pool_max
     )
+    listener = Listener(s.require_database_url())
+    await listener.start()
+    app[k.LISTENER] = listener
     yield
+    await listener.close()
     await app[k.POOL].close()
 
 
@@ -87,7 +92,7 @@ async def _pdp(app: web.Application) -> AsyncIterator[None]:
     revision active in Postgres (followed live), else the policies shipped in pdp/policies."""
     s = app[k.SETTINGS]
     pool = app[k.POOL]
-    grants = GrantCache(pool, s.require_database_url())
+    grants = GrantCache(pool, app[k.LISTENER])
     await grants.start()
     engine = _engine(s)
     pdp = PolicyDecisionPoint(engine, grants, budget_s=s.pdp_budget_ms / 1000.0)
@@ -107,7 +112,7 @@ async def _pdp(app: web.Application) -> AsyncIterator[None]:
                 return
             log.info("policy_loaded", engine=engine.name, revision=revision)
 
-        watcher = PolicyWatcher(pool, s.require_database_url(), apply)
+        watcher = PolicyWatcher(pool, app[k.LISTENER], apply)
     revision = await pdp.load(policies)
     log.info("policy_loaded", engine=engine.name, revision=revision)
     if watcher is not None:
@@ -186,13 +191,12 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
     flow.start_sweeper()
     keeper = Housekeeping(pipeline, every_s=s.housekeeping_every_s, lost_after_s=s.lost_after_s)
     keeper.start()
-    hub = EventHub(s.require_database_url())
+    hub = EventHub(app[k.LISTENER])
     await hub.start()
     app[k.PIPELINE] = pipeline
     app[k.APPROVAL_FLOW] = flow
     app[k.EVENT_HUB] = hub
     yield
-    await hub.close()
     await keeper.close()
     await flow.close()
     await inflight.close()

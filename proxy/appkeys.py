@@ -7,6 +7,7 @@ from aiohttp import web
 from nats.aio.client import Client as NATS
 
 from pdp.grants import GrantCache, GrantRepository
+from pdp.listener import Listener
 from pdp.overrides import OverrideRepository
 from pdp.point import PolicyDecisionPoint
 from pdp.quotas import QuotaRepository
@@ -25,6 +26,7 @@ SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)
 VERIFIER = web.AppKey("verifier", TokenVerifier)
 POOL = web.AppKey("pool", asyncpg.Pool)
+LISTENER = web.AppKey("listener", Listener)
 NC = web.AppKey("nats", NATS)
 GRANTS = web.AppKey("grants", GrantCache)
 GRANT_REPO = web.AppKey("grant_repo", GrantRepository)
