@@ -32,7 +32,7 @@ class PolicyDecisionPoint:
         self.engine = engine
         self.grants = grants
         self.budget_s = budget_s
-        self.cache = cache or DecisionCache()
+        self.cache = cache if cache is not None else DecisionCache()  # (an empty cache is falsy)
 
     @property
     def revision(self) -> str:

@@ -171,3 +171,19 @@ async def test_client_disconnect_cancels_the_call(client, token, team, db_pool) 
             break
         await asyncio.sleep(0.05)
     assert row is not None and (row["status"], row["http_status"]) == ("CANCELLED", 499)
+
+
+async def test_a_quota_set_mid_day_counts_the_day_so_far(client, token, team, db_pool) -> None:
+    tok = token(agent="early", team=team)
+    for _ in range(3):
+        assert (await invoke(client, tok, "math", {"expr": "1"}))[0] == 200
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 10
+    while await db_pool.fetchval("SELECT coalesce(sum(invocations), 0) FROM usage_daily WHERE team_id = $1",
+                                 team) < 3 and loop.time() < deadline:
+        await asyncio.sleep(0.05)
+    admin = bearer(token(agent="root", team="ops", role="admin"))
+    r = await client.post("/v1/admin/quotas", headers=admin, json={"team_id": team, "invocations": 4})
+    assert r.status == 201
+    await asyncio.sleep(0.3)
+    assert [(await invoke(client, tok, "math", {"expr": "1"}))[0] for _ in range(2)] == [200, 429]

@@ -53,6 +53,9 @@ class Limiter(Protocol):
     async def counters(self, team_id: str, agent_id: str | None = None,
                        now: float | None = None) -> Counters: ...
 
+    async def seed(self, team_id: str, agent_id: str | None, used: Counters,
+                   now: float | None = None) -> None: ...
+
 
 def utc_day(now: float) -> date:
     return datetime.fromtimestamp(now, timezone.utc).date()

@@ -140,12 +140,13 @@ class NatsLimiter:
                 )
 
     def _quota_scopes(self, team_id: str, agent_id: str, now: float) -> list[tuple[str, str | None, Quota | None]]:
-        """The team is always counted (so a quota set mid-day sees the whole day); an agent
-        only when it has a quota of its own."""
+        """Counters are kept only where a quota exists (a quota set mid-day is seeded from the
+        day's usage rollup)."""
         day = utc_day(now)
-        scopes: list[tuple[str, str | None, Quota | None]] = [
-            (keys.quota(day, team_id), None, self._quota_of(team_id, None))
-        ]
+        scopes: list[tuple[str, str | None, Quota | None]] = []
+        team_quota = self._quota_of(team_id, None)
+        if team_quota is not None:
+            scopes.append((keys.quota(day, team_id), None, team_quota))
         agent_quota = self._quota_of(team_id, agent_id)
         if agent_quota is not None:
             scopes.append((keys.quota(day, team_id, agent_id), agent_id, agent_quota))
@@ -203,9 +204,13 @@ class NatsLimiter:
             return
         now = time.time() if now is None else now
         day = utc_day(now)
-        targets = [keys.quota(day, team_id)]
+        targets = []
+        if self._quota_of(team_id, None) is not None:
+            targets.append(keys.quota(day, team_id))
         if self._quota_of(team_id, agent_id) is not None:
             targets.append(keys.quota(day, team_id, agent_id))
+        if not targets:
+            return
         task = asyncio.create_task(self._add(targets, tokens, compute, cost))
         self._settling.add(task)
         task.add_done_callback(self._settling.discard)
@@ -225,6 +230,13 @@ class NatsLimiter:
                 await self._quotas.change(key, step)
             except Exception as exc:
                 log.warning("quota_settle_failed", error=str(exc))
+
+    async def seed(self, team_id: str, agent_id: str | None, used: Counters, now: float | None = None) -> None:
+        """A quota set mid-day starts from the day's usage rollup (if no counter exists yet)."""
+        assert self._quotas is not None
+        day = utc_day(time.time() if now is None else now)
+        key = keys.quota(day, team_id) if agent_id is None else keys.quota(day, team_id, agent_id)
+        await self._quotas.change(key, lambda raw: ((used.dump() if raw is None else None), None))
 
     async def counters(self, team_id: str, agent_id: str | None = None, now: float | None = None) -> Counters:
         """Today's counters for a team (or agent), read fresh."""

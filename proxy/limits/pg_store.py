@@ -95,7 +95,10 @@ class PostgresLimiter:
         if not (tokens or compute or cost):
             return
         now = time.time() if now is None else now
-        agents = [""] + ([agent_id] if self._quota_of(team_id, agent_id) is not None else [])
+        agents = ([""] if self._quota_of(team_id, None) is not None else []) + \
+                 ([agent_id] if self._quota_of(team_id, agent_id) is not None else [])
+        if not agents:
+            return
         task = asyncio.create_task(self._add(utc_day(now), team_id, agents, tokens, compute, cost))
         self._settling.add(task)
         task.add_done_callback(self._settling.discard)
@@ -114,6 +117,16 @@ class PostgresLimiter:
             )
         except Exception as exc:
             log.warning("quota_settle_failed", error=str(exc))
+
+    async def seed(self, team_id: str, agent_id: str | None, used: Counters, now: float | None = None) -> None:
+        """A quota set mid-day starts from what the day's rollup shows as used (counters are
+        only kept where a quota exists)."""
+        day = utc_day(time.time() if now is None else now)
+        await self._pool.execute(
+            """INSERT INTO quota_counters (day, team_id, agent_id, invocations, tokens, compute_units, cost_1t)
+               VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (day, team_id, agent_id) DO NOTHING""",
+            day, team_id, agent_id or "", used.invocations, used.tokens, used.compute_units, used.cost_1t,
+        )
 
     async def counters(self, team_id: str, agent_id: str | None = None,
                        now: float | None = None) -> Counters:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncpg
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
 from pdp.quotas import Quota
-from proxy.appkeys import LIMITER, QUOTA_REPO, identity_of
+from proxy.limits.counters import Counters
+from proxy.appkeys import LIMITER, POOL, QUOTA_REPO, identity_of
 from proxy.body import read_model
 from proxy.errors import Forbidden, InvalidRequest, NotFound
 from proxy.identity import ID_PATTERN, is_valid_id
@@ -34,12 +36,26 @@ class QuotaKey(BaseModel):
     agent_id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=64)
 
 
+async def used_today(pool: asyncpg.Pool, team_id: str, agent_id: str | None) -> Counters:
+    row = await pool.fetchrow(
+        """SELECT coalesce(sum(invocations), 0) AS i, coalesce(sum(tokens_used), 0) AS t,
+                  coalesce(sum(compute_units), 0) AS c, coalesce(sum(cost_1t), 0) AS k
+           FROM usage_daily WHERE day = (now() AT TIME ZONE 'UTC')::date AND team_id = $1
+             AND ($2::text IS NULL OR agent_id = $2)""",
+        team_id, agent_id,
+    )
+    return Counters(int(row["i"]), int(row["t"]), float(row["c"]), float(row["k"]))
+
+
 @routes.post("/v1/admin/quotas")
 async def set_quota(request: web.Request) -> web.Response:
     identity = identity_of(request)
     if not identity.is_admin:
         raise Forbidden("quotas are set by admin tokens")
     body = await read_model(request, QuotaBody)
+    # Counters are kept only where a quota exists: start this one from today's rollup.
+    used = await used_today(request.app[POOL], body.team_id, body.agent_id)
+    await request.app[LIMITER].seed(body.team_id, body.agent_id, used)
     q = await request.app[QUOTA_REPO].put(
         Quota(team_id=body.team_id, agent_id=body.agent_id, invocations=body.invocations,
               tokens=body.tokens, compute_units=body.compute_units, cost_1t=body.cost_1t),
