@@ -40,10 +40,11 @@ class Settings(BaseSettings):
     pdp_budget_ms: float = Field(default=50.0, gt=0, le=5_000)  # over budget: a denial
     approval_ttl_s: int = Field(default=900, ge=1, le=7 * 24 * 3600)
 
-    # Where rate buckets and quota counters live: "postgres" (one round trip per admission;
-    # admissions stop while Postgres is down) or "nats" (JetStream KV; keeps admitting without
-    # Postgres, at a few hundred µs more per call). See bench/limits.py.
-    limits_store: Literal["postgres", "nats"] = "postgres"
+    # Where rate buckets and quota counters live: "nats" (JetStream KV, the default: concurrent
+    # admissions on one key are combined into one write, and calls keep being admitted while
+    # Postgres is down) or "postgres" (one function call per admission, a row lock per bucket:
+    # cheaper alone, but a team's hot bucket serializes under load). See bench/limits.py.
+    limits_store: Literal["postgres", "nats"] = "nats"
     # Team-wide ceilings per category, per minute (agent+tool rates come from the policy).
     team_rate_per_minute: dict[Literal["A", "B", "C", "D"], float] = Field(
         default_factory=lambda: {"A": 6000.0, "B": 1200.0, "C": 300.0, "D": 50.0}

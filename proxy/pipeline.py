@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import asyncpg
+import orjson
 import structlog
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
@@ -212,8 +213,9 @@ class Pipeline:
         if ending is not None and ending.transient:
             await self.idempotency.release(team, key, call.call_id)
         else:
-            await asyncio.shield(self.idempotency.complete(team, key, call.call_id,
-                                                           outcome.http_status, outcome.body))
+            await asyncio.shield(self.idempotency.complete(
+                team, key, call.call_id, outcome.http_status,
+                kept_body(outcome.body, call.confidential)))
         return outcome
 
     async def _replay(self, call_id: str, http_status: int | None, body: dict[str, Any] | None) -> Outcome:
@@ -425,6 +427,14 @@ class Pipeline:
         if problem is not None:
             e.code, e.message = "bad_tool_output", problem
             return e
+        if call.confidential:
+            # Confidential outputs are never stored: no artifact; too large is an error.
+            size = len(orjson.dumps(reply.output))
+            if size > self.settings.max_output_bytes:
+                e.code = "output_too_large"
+                e.message = (f"a confidential call's output of {size} bytes exceeds the "
+                             f"{self.settings.max_output_bytes}-byte bound and cannot be kept aside")
+                return e
         shaped = await shape_output(self.pool, reply.output, team_id=call.identity.team_id,
                                     call_id=call.call_id,
                                     max_inline_bytes=self.settings.max_output_bytes)
@@ -478,7 +488,7 @@ class Pipeline:
             owner=self.inflight.instance_id, args_hash=digest, args_size=size,
             confidential=call.confidential, idempotency_key=call.idempotency_key,
             decision_id=call.decision_id, result_id=e.result_id, http_status=e.http_status,
-            response=body, diagnostic=body.get("diagnostic"),
+            response=kept_body(body, call.confidential), diagnostic=body.get("diagnostic"),
             refs={k: v for k, v in e.refs.items() if v} or None, created_at=call.started_at,
             finished_at=finished, latency_ms=elapsed * 1000.0,
         )
@@ -533,6 +543,16 @@ class Pipeline:
         task = asyncio.ensure_future(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+
+def kept_body(body: dict[str, Any], confidential: bool) -> dict[str, Any]:
+    """The response as it may be stored (call row, idempotency replay): a confidential call's
+    output is kept only as its hash and size."""
+    if not confidential or body.get("output") is None:
+        return body
+    digest, size = args_digest(body["output"])
+    return {**body, "output": None, "output_sha256": digest, "output_size": size,
+            "diagnostic": "confidential: the output is not retained"}
 
 
 def error_outcome(exc: ApiError) -> Outcome:

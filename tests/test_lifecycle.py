@@ -358,3 +358,26 @@ async def test_cancel_a_call_awaiting_approval(client, token, team, db_pool) -> 
 
 
 
+
+
+async def test_confidential_outputs_are_not_stored(client, token, team, db_pool) -> None:
+    tok = token(team=team)
+    status, body = await invoke(client, tok, "text", {"op": "upper", "text": "top secret"},
+                                context={"confidential": True}, idempotency_key="conf-1")
+    assert status == 200 and body["output"] == {"text": "TOP SECRET"}  # the caller gets it
+    status, call = await get_call(client, tok, body["call_id"], status="COMPLETED")
+    assert call["output"] is None
+    row = await db_pool.fetchrow("SELECT response::text AS r FROM calls WHERE call_id = $1",
+                                 uuid.UUID(body["call_id"]))
+    assert "SECRET" not in row["r"] and "output_sha256" in row["r"]
+    key = await db_pool.fetchval("SELECT response::text FROM idempotency_keys WHERE key = 'conf-1'")
+    assert "SECRET" not in key
+    # A replay says the output was not retained, rather than inventing one.
+    status, replay = await invoke(client, tok, "text", {"op": "upper", "text": "top secret"},
+                                  context={"confidential": True}, idempotency_key="conf-1")
+    assert replay["call_id"] == body["call_id"] and replay["output"] is None
+    assert "not retained" in replay["diagnostic"]
+    # Too large to return inline: an error, not an artifact on disk.
+    status, big = await invoke(client, tok, "testsvc.big", {"n": 300_000}, context={"confidential": True})
+    assert big["status"] == "FAILED" and big["error"]["code"] == "output_too_large"
+    assert await db_pool.fetchval("SELECT count(*) FROM artifacts WHERE team_id = $1", team) == 0

@@ -36,3 +36,17 @@ async def test_unknown_route_is_json_404(client, token) -> None:
     r = await client.get("/v1/nope", headers={"Authorization": f"Bearer {token()}"})
     assert r.status == 404
     assert (await r.json())["error"]["code"] == "not_found"
+
+
+async def test_openapi_documents_every_route(client) -> None:
+    r = await client.get("/openapi.json")  # public, like the probes
+    assert r.status == 200
+    doc = await r.json()
+    assert doc["openapi"] == "3.1.0"
+    documented = {(m.upper(), p) for p, ops in doc["paths"].items() for m in ops}
+    served = {(route.method, route.resource.canonical) for route in client.app.router.routes()
+              if route.method not in ("HEAD", "*") and route.resource is not None}
+    assert served == documented
+    invoke = doc["paths"]["/v1/tools/invoke"]["post"]["requestBody"]["content"]["application/json"]
+    assert invoke["schema"]["$ref"] == "#/components/schemas/InvokeRequest"
+    assert "tool" in doc["components"]["schemas"]["InvokeRequest"]["properties"]

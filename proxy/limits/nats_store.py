@@ -1,6 +1,7 @@
-"""The NATS store for limits: GCRA buckets and daily counters in JetStream KV buckets,
-taken with compare-and-set (proxy.limits.kv). No Postgres on the call path: calls keep being
-admitted while Postgres is down; each admission costs three KV writes in parallel."""
+"""The NATS store for limits (the default): GCRA buckets and daily counters in JetStream KV
+buckets, taken with compare-and-set (proxy.limits.kv); concurrent admissions on one key are
+combined into one write. No Postgres on the call path: calls keep being admitted while Postgres
+is down."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""The Postgres store for limits (the default): both GCRA buckets and the daily counters are
-checked and taken by one function call, toolproxy_admit() — one round trip, rows locked for
-microseconds. Measured against the NATS KV store (bench/limits.py), it is several times
-cheaper per admission; the price is that admissions stop (fail closed, 503) while Postgres is
-down."""
+"""The Postgres store for limits (TOOLPROXY_LIMITS_STORE=postgres): both GCRA buckets and the
+daily counters are checked and taken by one function call, toolproxy_admit() — one round trip.
+Alone, an admission is a little cheaper than with the NATS store; under concurrency a team's
+bucket row becomes a hot lock (bench/limits.py: about half the NATS store's throughput at 32
+clients of one team), and admissions stop (fail closed, 503) while Postgres is down."""
 
 from __future__ import annotations
 

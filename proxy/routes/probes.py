@@ -1,4 +1,4 @@
-"""Operations routes: liveness, readiness and Prometheus metrics."""
+"""Operations routes: liveness, readiness, Prometheus metrics and the OpenAPI document."""
 
 from __future__ import annotations
 
@@ -33,6 +33,13 @@ async def readyz(request: web.Request) -> web.Response:
     checks["catalog"] = bool(request.app[CATALOG].manifests())
     ok = all(checks.values())
     return json_response(200 if ok else 503, {"ok": ok, "checks": checks})
+
+
+@routes.get("/openapi.json")
+async def openapi(request: web.Request) -> web.Response:
+    from proxy.openapi import openapi_document  # imports every route module: built on demand
+
+    return json_response(200, openapi_document())
 
 
 @routes.get("/metrics")
