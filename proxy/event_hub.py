@@ -14,6 +14,7 @@ class EventHub:
     def __init__(self, listener: Listener) -> None:
         self._listener = listener
         self._waiters: dict[str, asyncio.Event] = {}
+        self.streams = 0  # open SSE streams on this replica (bounded by the route)
 
     async def start(self) -> None:
         await self._listener.subscribe(CHANNEL, self._wake, on_reconnect=self._wake_all)

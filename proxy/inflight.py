@@ -24,7 +24,7 @@ class InFlight:
         self.instance_id = f"proxy-{uuid.uuid4().hex[:12]}"
         self._nc = nc
         self._pool = pool
-        self._cancels: dict[str, asyncio.Future[str]] = {}
+        self._cancels: dict[str, tuple[str, asyncio.Future[str]]] = {}  # call -> (team, future)
         self._sub: Subscription | None = None
         self._beat: asyncio.Task[None] | None = None
 
@@ -46,30 +46,34 @@ class InFlight:
 
     # --- cancellation -------------------------------------------------------------------
 
-    def watch(self, call_id: str) -> asyncio.Future[str]:
-        """A future resolved (with who asked) if someone cancels this call while it runs."""
+    def watch(self, call_id: str, team_id: str) -> asyncio.Future[str]:
+        """A future resolved (with who asked) if the call's team cancels it while it runs."""
         fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self._cancels[call_id] = fut
+        self._cancels[call_id] = (team_id, fut)
         return fut
 
     def unwatch(self, call_id: str) -> None:
-        fut = self._cancels.pop(call_id, None)
-        if fut is not None and not fut.done():
-            fut.cancel()
+        entry = self._cancels.pop(call_id, None)
+        if entry is not None and not entry[1].done():
+            entry[1].cancel()
 
     def running_here(self, call_id: str) -> bool:
         return call_id in self._cancels
 
-    async def request_cancel(self, call_id: str, by: str) -> None:
-        """Tell every replica; the one running the call stops it."""
-        await self._nc.publish(CANCEL_SUBJECT, by.encode()[:200], headers={"Call-Id": call_id})
+    async def request_cancel(self, call_id: str, team_id: str, by: str) -> None:
+        """Tell every replica; the one running the call stops it if the team matches (a call
+        id alone, leaked or guessed, cannot cancel another team's call)."""
+        await self._nc.publish(CANCEL_SUBJECT, by.encode()[:200],
+                               headers={"Call-Id": call_id, "Team-Id": team_id})
         await self._nc.flush(timeout=1)
 
     async def _on_cancel(self, msg: Msg) -> None:
-        call_id = (msg.headers or {}).get("Call-Id", "")
-        fut = self._cancels.get(call_id)
-        if fut is not None and not fut.done():
-            fut.set_result(msg.data.decode(errors="replace"))
+        headers = msg.headers or {}
+        entry = self._cancels.get(headers.get("Call-Id", ""))
+        if entry is None or entry[0] != headers.get("Team-Id"):
+            return
+        if not entry[1].done():
+            entry[1].set_result(msg.data.decode(errors="replace"))
 
     # --- liveness -----------------------------------------------------------------------
 

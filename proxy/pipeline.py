@@ -366,7 +366,7 @@ class Pipeline:
         self._emit(call, "agent.tool.started", payload={"tool": m.tool_id, "timeout_ms": timeout_ms})
         if self._journal_on:
             await self._note_start(call, started, started + timedelta(milliseconds=timeout_ms))
-        cancel_requested = self.inflight.watch(call.call_id)
+        cancel_requested = self.inflight.watch(call.call_id, call.identity.team_id)
         work = asyncio.ensure_future(forward(
             self.nc, m, call.args, meta, timeout_s=timeout_ms / 1000.0,
             max_reply_bytes=self.settings.max_artifact_bytes, metrics=self.metrics,

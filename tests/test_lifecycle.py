@@ -381,3 +381,23 @@ async def test_confidential_outputs_are_not_stored(client, token, team, db_pool)
     status, big = await invoke(client, tok, "testsvc.big", {"n": 300_000}, context={"confidential": True})
     assert big["status"] == "FAILED" and big["error"]["code"] == "output_too_large"
     assert await db_pool.fetchval("SELECT count(*) FROM artifacts WHERE team_id = $1", team) == 0
+
+
+async def test_a_call_id_alone_cannot_cancel_another_teams_call(client, token, team, db_pool) -> None:
+    fixture_services.patient_outcomes.clear()
+    tok = token(agent="ag", team=team)
+    running = asyncio.create_task(invoke(client, tok, "testsvc.patient", {"seconds": 0.8}))
+    call_id = None
+    for _ in range(100):
+        await asyncio.sleep(0.05)
+        row = await db_pool.fetchrow("SELECT call_id FROM calls WHERE team_id = $1 AND status = 'RUNNING'", team)
+        if row:
+            call_id = str(row["call_id"])
+            break
+    assert call_id is not None
+    # Another team's request is broadcast (the row is not visible to it), but never obeyed.
+    r = await client.post(f"/v1/calls/{call_id}/cancel", headers=bearer(token(agent="ag", team="intruders")))
+    assert r.status == 404
+    status, body = await running
+    assert (status, body["status"]) == (200, "COMPLETED")
+    assert fixture_services.patient_outcomes == ["finished"]

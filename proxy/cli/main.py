@@ -32,6 +32,12 @@ def _settings(**overrides: Any) -> Settings:
         raise CliError(f"configuration: {exc.errors()[0]['msg']}") from None
 
 
+def _admin_session(a: argparse.Namespace) -> tuple[str, str]:
+    """(the running stack's URL, a short-lived admin token from the data dir's key)."""
+    data_dir = data_dir_of(a.data_dir)
+    return stack_url(a.url, data_dir), admin_token(data_dir)
+
+
 # --- commands -------------------------------------------------------------------------------
 
 
@@ -78,9 +84,7 @@ def cmd_migrate(a: argparse.Namespace) -> int:
 
 
 def cmd_grants(a: argparse.Namespace) -> int:
-    data_dir = data_dir_of(a.data_dir)
-    url = stack_url(a.url, data_dir)
-    token = admin_token(data_dir)
+    url, token = _admin_session(a)
     if a.action == "list":
         params = {"team_id": a.team} if a.team else None
         body = asyncio.run(call_api("GET", f"{url}/v1/admin/grants", token, params=params))
@@ -102,9 +106,7 @@ def cmd_grants(a: argparse.Namespace) -> int:
 
 
 def cmd_approvals(a: argparse.Namespace) -> int:
-    data_dir = data_dir_of(a.data_dir)
-    url = stack_url(a.url, data_dir)
-    token = admin_token(data_dir)
+    url, token = _admin_session(a)
     if a.action == "list":
         params = {"state": a.state}
         if a.team:
@@ -153,19 +155,16 @@ def cmd_policy(a: argparse.Namespace) -> int:
             print(f"{mark} {r.package}.{r.name}" + (f": {r.error}" if r.error else ""))
         print(f"{len(results) - len(failed)}/{len(results)} passed")
         return 1 if failed or not results else 0
-    data_dir = data_dir_of(a.data_dir)
-    url = stack_url(a.url, data_dir)
+    url, token = _admin_session(a)
     modules = {**policies.modules, **policies.tests}
-    body = asyncio.run(call_api("POST", f"{url}/v1/admin/policies", admin_token(data_dir),
+    body = asyncio.run(call_api("POST", f"{url}/v1/admin/policies", token,
                                 json_body={"modules": modules}))
     print(f"pushed and activated revision {body['revision']}")
     return 0
 
 
 def cmd_quotas(a: argparse.Namespace) -> int:
-    data_dir = data_dir_of(a.data_dir)
-    url = stack_url(a.url, data_dir)
-    token = admin_token(data_dir)
+    url, token = _admin_session(a)
     if a.action == "set":
         if not a.team:
             raise CliError("quotas set needs --team")
@@ -190,12 +189,11 @@ def cmd_quotas(a: argparse.Namespace) -> int:
 
 
 def cmd_usage(a: argparse.Namespace) -> int:
-    data_dir = data_dir_of(a.data_dir)
-    url = stack_url(a.url, data_dir)
+    url, token = _admin_session(a)
     params = {"team_id": a.team}
     if a.day:
         params["day"] = a.day
-    body = asyncio.run(call_api("GET", f"{url}/v1/usage", admin_token(data_dir), params=params))
+    body = asyncio.run(call_api("GET", f"{url}/v1/usage", token, params=params))
     cols = ("calls", "invocations", "completed", "failed", "denied", "tokens_used", "cost_1t")
     print(f"usage of team {body['team_id']} on {body['day']} (UTC)")
     print(f"{'tool':<22}{'cat':<5}" + "".join(f"{c:>13}" for c in cols))

@@ -49,7 +49,7 @@ async def cancel_call(request: web.Request) -> web.Response:
     call = await read_call(pool, call_id, identity.team_id)
     if call is None:
         # Possibly running but not yet on record: ask, then look again.
-        await pipeline.inflight.request_cancel(call_id, by)
+        await pipeline.inflight.request_cancel(call_id, identity.team_id, by)
         await asyncio.sleep(0.2)
         call = await read_call(pool, call_id, identity.team_id)
         if call is None:
@@ -64,9 +64,9 @@ async def cancel_call(request: web.Request) -> web.Response:
             if call is not None and call["status"] in TERMINAL:
                 raise CallNotRunning(f"the call already ended {call['status']}")
             # approved and being resumed right now: stop that execution instead
-            await pipeline.inflight.request_cancel(call_id, by)
+            await pipeline.inflight.request_cancel(call_id, identity.team_id, by)
     else:
-        await pipeline.inflight.request_cancel(call_id, by)
+        await pipeline.inflight.request_cancel(call_id, identity.team_id, by)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + CANCEL_WAIT_S
     while loop.time() < deadline:

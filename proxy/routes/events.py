@@ -8,7 +8,8 @@ import orjson
 from aiohttp import web
 
 from proxy.appkeys import EVENT_HUB, POOL, identity_of
-from proxy.errors import InvalidRequest
+from proxy.errors import ApiError, InvalidRequest
+from proxy.identity import Identity
 from proxy.events import read_events
 from proxy.routes.tools import json_response
 
@@ -40,9 +41,28 @@ async def poll(request: web.Request) -> web.Response:
     return json_response(200, {"events": events, "cursor": events[-1]["sequence"] if events else cursor})
 
 
+MAX_STREAMS = 500  # per process: each open stream holds a connection and polls
+
+
+class TooManyStreams(ApiError):
+    code = "too_many_streams"
+    http_status = 503
+
+
 @routes.get("/v1/events/stream")
 async def stream(request: web.Request) -> web.StreamResponse:
     identity = identity_of(request)
+    hub = request.app[EVENT_HUB]
+    if hub.streams >= MAX_STREAMS:
+        raise TooManyStreams("too many open event streams on this replica; poll /v1/events or retry")
+    hub.streams += 1
+    try:
+        return await _stream(request, identity)
+    finally:
+        hub.streams -= 1
+
+
+async def _stream(request: web.Request, identity: Identity) -> web.StreamResponse:
     cursor = _int(request.headers.get("Last-Event-ID") or request.query.get("cursor"), "cursor", 0)
     pool = request.app[POOL]
     hub = request.app[EVENT_HUB]
