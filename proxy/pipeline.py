@@ -21,6 +21,7 @@ from pdp.decision import Decision
 from pdp.decision_log import DecisionRecord, decision_record
 from pdp.digest import args_digest
 from pdp.point import PolicyDecisionPoint
+from proxy.accounting import call_record, kept_body, terminal_event, usage_record
 from proxy.call import Call, Ending, Outcome, authorization_required_body, render
 from proxy.calls import CallRecord
 from proxy.catalog import Catalog
@@ -48,7 +49,6 @@ from proxy.limits.limiter import Limiter, LimitsUnavailable
 from proxy.metrics import Metrics
 from proxy.output import schema_problem, shape_output
 from proxy.runs import RunRepository
-from proxy.usage import UsageRecord
 from services.sdk.manifest import ToolManifest, is_valid_tool_name
 
 log = structlog.get_logger("toolproxy.pipeline")
@@ -463,35 +463,10 @@ class Pipeline:
             self.metrics.errors.labels(reason=e.code).inc()
         self.metrics.request_duration.labels(tool=m.tool_id, category=m.category,
                                              status=e.status).observe(elapsed)
-        terminal = "agent.tool.completed" if e.status in ("COMPLETED", "FAILED", "CANCELLED") \
-            and e.code != "timeout" else "agent.error"
-        payload: dict[str, Any] = {"tool": m.tool_id, "status": e.status, "code": e.code,
-                                   "http_status": e.http_status, "latency_ms": round(elapsed * 1000, 3)}
-        if e.reasons:
-            payload["reasons"] = e.reasons
-        if e.status == "COMPLETED" and not call.confidential:
-            payload["output"] = e.output
-        self._emit(call, terminal, refs={"result_id": e.result_id, **{k: v for k, v in e.refs.items() if v}},
-                   payload=payload)
-        usage = UsageRecord(
-            call_id=call.call_id, result_id=e.result_id, decision_id=call.decision_id,
-            team_id=call.identity.team_id, agent_id=call.identity.agent_id,
-            agent_run_id=call.agent_run_id, tool=m.tool_id, category=m.category, action=m.action,
-            decision="allow" if decision.allow else "deny", status=e.status, error_code=e.code,
-            http_status=e.http_status, latency_ms=elapsed * 1000.0, tokens_used=e.tokens,
-            compute_units=e.compute, cost_1t=e.cost, started_at=call.started_at, finished_at=finished,
-        )
-        digest, size = args_digest(call.args)
-        row = CallRecord(
-            call_id=call.call_id, team_id=call.identity.team_id, agent_id=call.identity.agent_id,
-            agent_run_id=call.agent_run_id, tool=m.tool_id, status=e.status,
-            owner=self.inflight.instance_id, args_hash=digest, args_size=size,
-            confidential=call.confidential, idempotency_key=call.idempotency_key,
-            decision_id=call.decision_id, result_id=e.result_id, http_status=e.http_status,
-            response=kept_body(body, call.confidential), diagnostic=body.get("diagnostic"),
-            refs={k: v for k, v in e.refs.items() if v} or None, created_at=call.started_at,
-            finished_at=finished, latency_ms=elapsed * 1000.0,
-        )
+        call.events.append(terminal_event(call, e, elapsed))
+        usage = usage_record(call, decision, e, elapsed, finished)
+        row = call_record(call, e, body, owner=self.inflight.instance_id, elapsed_s=elapsed,
+                          finished=finished)
         # Shielded: a cancelled request (shutdown) still leaves its records behind.
         if self._journal_on:
             await asyncio.shield(self.journal.record(
@@ -543,16 +518,6 @@ class Pipeline:
         task = asyncio.ensure_future(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-
-
-def kept_body(body: dict[str, Any], confidential: bool) -> dict[str, Any]:
-    """The response as it may be stored (call row, idempotency replay): a confidential call's
-    output is kept only as its hash and size."""
-    if not confidential or body.get("output") is None:
-        return body
-    digest, size = args_digest(body["output"])
-    return {**body, "output": None, "output_sha256": digest, "output_size": size,
-            "diagnostic": "confidential: the output is not retained"}
 
 
 def error_outcome(exc: ApiError) -> Outcome:
