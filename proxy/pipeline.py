@@ -39,7 +39,7 @@ from proxy.errors import (
     ToolUnavailable,
     UnknownTool,
 )
-from proxy.events import EventRecord, event
+from proxy.events import event
 from proxy.forward import BadToolReply, CallMeta, cancel, forward
 from proxy.idempotency import IdempotencyStore, intent_hash
 from proxy.identity import Identity

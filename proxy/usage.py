@@ -7,7 +7,6 @@ from datetime import date, datetime, timezone
 from typing import Any
 
 import asyncpg
-import orjson
 from pydantic import BaseModel, ConfigDict
 
 

@@ -29,6 +29,16 @@ async def get_call(client, tok: str, call_id: str, *, status: str | None = None,
         await asyncio.sleep(0.05)
 
 
+async def running_call(db_pool, team: str) -> str:
+    """The id of the team's call once it is on record as RUNNING."""
+    for _ in range(100):
+        await asyncio.sleep(0.05)
+        row = await db_pool.fetchrow("SELECT call_id FROM calls WHERE team_id = $1 AND status = 'RUNNING'", team)
+        if row:
+            return str(row["call_id"])
+    raise AssertionError("no RUNNING call appeared")
+
+
 async def events_of(client, tok: str, call_id: str | None = None, expected: int = 1,
                     timeout: float = 10.0) -> list[dict]:
     loop = asyncio.get_running_loop()
@@ -317,14 +327,7 @@ async def test_cancel_a_running_call(client, token, team, db_pool) -> None:
     fixture_services.patient_outcomes.clear()
     tok = token(agent="ag", team=team)
     running = asyncio.create_task(invoke(client, tok, "testsvc.patient", {"seconds": 1.5}))
-    call_id = None
-    for _ in range(100):
-        await asyncio.sleep(0.05)
-        row = await db_pool.fetchrow("SELECT call_id FROM calls WHERE team_id = $1 AND status = 'RUNNING'", team)
-        if row:
-            call_id = str(row["call_id"])
-            break
-    assert call_id is not None
+    call_id = await running_call(db_pool, team)
     # Only the caller (or governance) may cancel.
     assert (await client.post(f"/v1/calls/{call_id}/cancel", headers=bearer(token(agent="x", team=team)))).status == 403
     r = await client.post(f"/v1/calls/{call_id}/cancel", headers=bearer(tok))
@@ -387,14 +390,7 @@ async def test_a_call_id_alone_cannot_cancel_another_teams_call(client, token, t
     fixture_services.patient_outcomes.clear()
     tok = token(agent="ag", team=team)
     running = asyncio.create_task(invoke(client, tok, "testsvc.patient", {"seconds": 0.8}))
-    call_id = None
-    for _ in range(100):
-        await asyncio.sleep(0.05)
-        row = await db_pool.fetchrow("SELECT call_id FROM calls WHERE team_id = $1 AND status = 'RUNNING'", team)
-        if row:
-            call_id = str(row["call_id"])
-            break
-    assert call_id is not None
+    call_id = await running_call(db_pool, team)
     # Another team's request is broadcast (the row is not visible to it), but never obeyed.
     r = await client.post(f"/v1/calls/{call_id}/cancel", headers=bearer(token(agent="ag", team="intruders")))
     assert r.status == 404

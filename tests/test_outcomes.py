@@ -8,7 +8,6 @@ import pytest
 
 from pdp.policy_set import default_policy_dir
 from proxy import appkeys
-from proxy.app import create_app
 from services.sdk.protocol import H_CALL_ID
 from tests import fixture_services
 from tests.conftest import bearer, grant, invoke
@@ -162,35 +161,23 @@ async def test_ids_travel_in_nats_headers(client, token, team) -> None:
     assert H_CALL_ID == "Toolproxy-Call-Id"
 
 
-async def test_undefined_policy_fails_closed(aiohttp_client, settings, builtin, token, team, tmp_path) -> None:
-    policies = tmp_path / "policies"
-    policies.mkdir()
+@pytest.mark.parametrize("source", [
     # A real policy that never defines a decision: the PDP must deny, not allow.
-    (policies / "authz.rego").write_text(
-        "package toolproxy.authz\nimport rego.v1\ndecision := {\"allow\": true} if { false }\n"
-    )
-    app = create_app(settings.model_copy(update={"policy_dir": policies}))
-    c = await aiohttp_client(app)
-    await app[appkeys.CATALOG].wait_available(["math"])
+    'package toolproxy.authz\nimport rego.v1\ndecision := {"allow": true} if { false }\n',
+    # One whose decision has the wrong shape.
+    'package toolproxy.authz\nimport rego.v1\ndecision := {"allow": "yes"}\n',
+], ids=["undefined", "malformed"])
+async def test_undefined_or_malformed_policy_fails_closed(aiohttp_client, settings, builtin, token,
+                                                         team, tmp_path, source) -> None:
+    from tests.test_pdp_failures import app_with_policy
+
+    c = await app_with_policy(aiohttp_client, settings, tmp_path, source)
     status, body = await invoke(c, token(team=team), "math", {"expr": "1"})
     assert status == 503
     assert body["status"] == "UNAVAILABLE"
     assert body["error"]["code"] == "policy_undefined"
     metrics = await (await c.get("/metrics")).text()
     assert 'toolproxy_pdp_errors_total{code="policy_undefined"} 1.0' in metrics
-
-
-async def test_malformed_decision_fails_closed(aiohttp_client, settings, builtin, token, team, tmp_path) -> None:
-    policies = tmp_path / "policies"
-    policies.mkdir()
-    (policies / "authz.rego").write_text(
-        "package toolproxy.authz\nimport rego.v1\ndecision := {\"allow\": \"yes\"}\n"
-    )
-    app = create_app(settings.model_copy(update={"policy_dir": policies}))
-    c = await aiohttp_client(app)
-    await app[appkeys.CATALOG].wait_available(["math"])
-    status, body = await invoke(c, token(team=team), "math", {"expr": "1"})
-    assert (status, body["error"]["code"]) == (503, "policy_undefined")
 
 
 async def test_shipped_policy_dir_exists() -> None:

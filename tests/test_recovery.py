@@ -66,7 +66,7 @@ async def test_sigkilled_replica_calls_are_resolved(
     assert (replay["status"], replay["error"]["code"], replay["call_id"]) == ("FAILED", "proxy_lost", call_id)
     await asyncio.sleep(0.5)
     assert fixture_services.patient_outcomes == ["finished"]  # one execution, ever
-    status, call = (await client.get(f"/v1/calls/{call_id}", headers=bearer(tok))).status, None
-    assert status == 200
+    r = await client.get(f"/v1/calls/{call_id}", headers=bearer(tok))
+    assert r.status == 200 and (await r.json())["status"] == "FAILED"
     rows = await db_pool.fetch("SELECT status, error_code FROM usage_records WHERE call_id = $1", uuid.UUID(call_id))
     assert [(r["status"], r["error_code"]) for r in rows] == [("FAILED", "proxy_lost")]
