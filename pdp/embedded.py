@@ -26,6 +26,28 @@ def compile_bundle(policies: PolicySet, entrypoints: list[str] | None = None) ->
     return bundle
 
 
+def _warm_up(bundle: Any) -> None:
+    """Evaluate once per category and phase before serving: a bundle's first evaluations do
+    one-time work that should not count against a caller's budget."""
+    rego = Interpreter()
+    for category in ("A", "B", "C", "D"):
+        for phase in ("list", "call"):
+            doc = {
+                "version": 1, "subject": {"agent_id": "warm-up", "team_id": "warm-up", "roles": ["agent"]},
+                "action": "tool.warm.up.invoke",
+                "tool": {"tool_id": "warm.up", "version": "0", "category": category, "action": "read",
+                         "risk": "low", "network": False, "requires_approval": category == "D",
+                         "timeout_ms": 1000, "plugin": False},
+                "args": {}, "context": {"team_id": "warm-up", "agent_run_id": None, "confidential": False},
+                "grants": [], "overrides": [], "approval": None, "phase": phase,
+            }
+            try:
+                rego.set_input(Input(doc))
+                rego.query_bundle_entrypoint(bundle, ENTRYPOINT)
+            except (RegoError, ValueError):
+                return  # a policy that fails here fails for callers too, and is denied there
+
+
 class EmbeddedEngine:
     """One interpreter on the event loop's thread; the bundle is rebuilt only on policy change."""
 
@@ -45,6 +67,7 @@ class EmbeddedEngine:
 
     async def load(self, policies: PolicySet) -> str:
         bundle = compile_bundle(policies)
+        _warm_up(bundle)
         self._bundle, self._revision = bundle, policies.revision
         return self._revision
 

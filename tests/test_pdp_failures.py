@@ -58,3 +58,44 @@ async def test_the_same_slow_policy_allows_within_a_generous_budget(
     client = await app_with_policy(aiohttp_client, settings, tmp_path, SLOW, pdp_budget_ms=5000)
     status, body = await invoke(client, token(team=team), "math", {"expr": "1+1"})
     assert status == 200, body
+
+
+async def test_a_one_off_stall_is_retried_but_a_slow_policy_is_not(settings, tmp_path) -> None:
+    """The budget check re-runs an over-budget evaluation once: a one-off stall passes the
+    second time, a slow policy fails twice (the engine counts its own CPU time)."""
+    from pdp.embedded import EmbeddedEngine
+    from pdp.errors import PdpTimeout
+    from pdp.point import PolicyDecisionPoint
+    from pdp.policy_set import load_policy_dir
+
+    class Grants:
+        ready = True
+
+        def capabilities(self, team_id: str, agent_id: str) -> list[str]:
+            return []
+
+        def overrides(self, team_id: str, agent_id: str, tool: str) -> list[dict]:
+            return []
+
+    class StallsOnce(EmbeddedEngine):
+        calls = 0
+
+        def evaluate_inline(self, doc, budget_s=None):  # type: ignore[no-untyped-def]
+            StallsOnce.calls += 1
+            if StallsOnce.calls == 1:
+                raise PdpTimeout("a stall")
+            return super().evaluate_inline(doc, budget_s)
+
+    tool = {"tool_id": "math", "category": "A", "action": "read", "timeout_ms": 2000}
+    pdp = PolicyDecisionPoint(StallsOnce(), Grants(), budget_s=0.05)  # type: ignore[arg-type]
+    await pdp.load(load_policy_dir())
+    d, _, _ = await pdp.decide(decision_id="d", agent_id="a", team_id="t", roles=["agent"], tool=tool,
+                               args={"expr": "1"}, context={"team_id": "t"}, phase="call")
+    assert d.allow and StallsOnce.calls == 2
+
+    (tmp_path / "authz.rego").write_text(SLOW)
+    slow = PolicyDecisionPoint(EmbeddedEngine(), Grants(), budget_s=0.005)  # type: ignore[arg-type]
+    await slow.load(load_policy_dir(tmp_path))
+    d, _, _ = await slow.decide(decision_id="d", agent_id="a", team_id="t", roles=["agent"], tool=tool,
+                                args={"expr": "1"}, context={"team_id": "t"}, phase="call")
+    assert not d.allow and d.reasons == ["pdp_timeout"]
