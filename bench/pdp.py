@@ -26,9 +26,8 @@ from pdp.embedded import EmbeddedEngine  # noqa: E402
 from pdp.point import PolicyDecisionPoint  # noqa: E402
 from pdp.policy_set import load_policy_dir  # noqa: E402
 from proxy.config import Settings  # noqa: E402
-from proxy.embedded.child import Child  # noqa: E402
-from proxy.embedded.ports import free_port  # noqa: E402
-from proxy.tokens import mint  # noqa: E402
+from proxy.tokens import ensure_dev_key, mint  # noqa: E402
+from tests.infra import ProxyProcess  # noqa: E402
 
 
 class FixedGrants:
@@ -86,30 +85,16 @@ async def decisions(n: int) -> list[str]:
 async def grant_propagation(rounds: int) -> list[float]:
     """Two replicas (`serve` processes) on one Postgres: grant through A, poll B."""
     stack = bench_stack(1)
-    b_child = None
+    replica: ProxyProcess | None = None
     try:
         await stack.start()
-        port_b = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLPROXY_")}
-        env.update(TOOLPROXY_DATABASE_URL=stack.database_url, TOOLPROXY_NATS_URL=stack.nats_url,
-                   TOOLPROXY_PORT=str(port_b), TOOLPROXY_DATA_DIR=str(stack.data_dir),
-                   TOOLPROXY_LOG_LEVEL="warning")
-        b_child = Child("replica-b", [sys.executable, "-m", "proxy.cli.main", "serve"],
-                        log_path=stack.logs / "replica-b.log", env=env)
-        b_child.start()
-        url_b = f"http://127.0.0.1:{port_b}"
+        # Replica B verifies tokens with the same key as A (the stack's dev key).
+        replica = ProxyProcess(stack.database_url, stack.nats_url, ensure_dev_key(stack.data_dir))
+        await replica.start()
         settings = Settings(data_dir=stack.data_dir)
         admin = {"Authorization": f"Bearer {mint(settings, agent_id='root', team_id='ops', role='admin', ttl_s=600)}"}
         out = []
         async with aiohttp.ClientSession() as s:
-            for _ in range(200):
-                try:
-                    async with s.get(f"{url_b}/readyz") as r:
-                        if r.status == 200:
-                            break
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.1)
             for i in range(rounds):
                 team = f"prop-{i}"
                 agent = {"Authorization": f"Bearer {mint(settings, agent_id='a', team_id=team, ttl_s=600)}"}
@@ -119,15 +104,15 @@ async def grant_propagation(rounds: int) -> list[float]:
                     assert r.status == 201
                 t0 = time.perf_counter()
                 while True:
-                    async with s.post(f"{url_b}/v1/tools/invoke", headers=agent, json=body) as r:
+                    async with s.post(f"{replica.url}/v1/tools/invoke", headers=agent, json=body) as r:
                         if r.status == 200:
                             break
                     await asyncio.sleep(0.002)
                 out.append((time.perf_counter() - t0) * 1000)
         return out
     finally:
-        if b_child is not None:
-            b_child.stop()
+        if replica is not None:
+            replica.stop()
         remove(stack)
 
 

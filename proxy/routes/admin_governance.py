@@ -17,7 +17,7 @@ from proxy.appkeys import CATALOG, OVERRIDE_REPO, PDP, POOL, SETTINGS, identity_
 from proxy.body import read_model
 from proxy.errors import ApiError, Forbidden, InvalidRequest, NotFound, UnknownTool
 from proxy.identity import ID_PATTERN, is_valid_id
-from proxy.routes.admin_grants import require_governance
+from proxy.routes.admin_grants import governed_team, require_governance
 from proxy.routes.tools import json_response
 from services.sdk.manifest import is_valid_tool_name
 
@@ -76,11 +76,7 @@ async def put_override(request: web.Request) -> web.Response:
 
 @routes.get("/v1/admin/overrides")
 async def list_overrides(request: web.Request) -> web.Response:
-    identity = identity_of(request)
-    team = request.query.get("team_id") or (None if identity.is_admin else identity.team_id)
-    if team is not None and not is_valid_id(team):
-        raise InvalidRequest("team_id is not a valid id")
-    require_governance(identity, team)
+    team = governed_team(request, identity_of(request))
     rows = await request.app[OVERRIDE_REPO].list(team)
     return json_response(200, {"overrides": [o.as_json() for o in rows]})
 
@@ -98,13 +94,10 @@ async def delete_override(request: web.Request) -> web.Response:
 
 @routes.get("/v1/admin/decisions")
 async def decisions(request: web.Request) -> web.Response:
-    identity = identity_of(request)
     q = request.query
-    team = q.get("team_id") or (None if identity.is_admin else identity.team_id)
-    require_governance(identity, team)
-    for key in ("team_id", "agent_id"):
-        if q.get(key) is not None and not is_valid_id(q[key]):
-            raise InvalidRequest(f"{key} is not a valid id")
+    team = governed_team(request, identity_of(request))
+    if q.get("agent_id") is not None and not is_valid_id(q["agent_id"]):
+        raise InvalidRequest("agent_id is not a valid id")
     if q.get("tool") is not None and not is_valid_tool_name(q["tool"]):
         raise InvalidRequest("tool is not a valid tool name")
     if q.get("result") not in (None, "allow", "deny", "approval_required", "error"):

@@ -33,6 +33,16 @@ def require_governance(identity: Identity, team_id: str | None) -> None:
         raise Forbidden("governance tokens manage their own team only")
 
 
+def governed_team(request: web.Request, identity: Identity) -> str | None:
+    """The team a governance read covers: `?team_id=` (validated), else the caller's own team;
+    None (every team) only for admins. Raises unless the caller may read it."""
+    team = request.query.get("team_id") or (None if identity.is_admin else identity.team_id)
+    if team is not None and not is_valid_id(team):
+        raise InvalidRequest("team_id is not a valid id")
+    require_governance(identity, team)
+    return team
+
+
 def _check_target(request: web.Request, identity: Identity, body: GrantRequest) -> None:
     require_governance(identity, body.team_id)
     if not is_valid_capability(body.capability):
@@ -61,13 +71,7 @@ async def add_grant(request: web.Request) -> web.Response:
 
 @routes.get("/v1/admin/grants")
 async def list_grants(request: web.Request) -> web.Response:
-    identity = identity_of(request)
-    team = request.query.get("team_id")
-    if team is None and not identity.is_admin:
-        team = identity.team_id
-    if team is not None and not is_valid_id(team):
-        raise InvalidRequest("team_id is not a valid id")
-    require_governance(identity, team)
+    team = governed_team(request, identity_of(request))
     grants = await request.app[GRANT_REPO].list(team)
     return json_response(200, {"grants": [g.as_json() for g in grants]})
 

@@ -10,9 +10,9 @@ from pdp.quotas import Quota
 from proxy.limits.counters import Counters
 from proxy.appkeys import LIMITER, POOL, QUOTA_REPO, identity_of
 from proxy.body import read_model
-from proxy.errors import Forbidden, InvalidRequest, NotFound
-from proxy.identity import ID_PATTERN, is_valid_id
-from proxy.routes.admin_grants import require_governance
+from proxy.errors import Forbidden, NotFound
+from proxy.identity import ID_PATTERN
+from proxy.routes.admin_grants import governed_team
 from proxy.routes.tools import json_response
 
 routes = web.RouteTableDef()
@@ -67,11 +67,7 @@ async def set_quota(request: web.Request) -> web.Response:
 @routes.get("/v1/admin/quotas")
 async def list_quotas(request: web.Request) -> web.Response:
     """Each quota with what was used today (UTC) and what remains."""
-    identity = identity_of(request)
-    team = request.query.get("team_id") or (None if identity.is_admin else identity.team_id)
-    if team is not None and not is_valid_id(team):
-        raise InvalidRequest("team_id is not a valid id")
-    require_governance(identity, team)
+    team = governed_team(request, identity_of(request))
     limiter = request.app[LIMITER]
     out = []
     for q in await request.app[QUOTA_REPO].list(team):

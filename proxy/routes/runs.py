@@ -9,7 +9,7 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from proxy.appkeys import JOURNAL, identity_of
+from proxy.appkeys import JOURNAL, PIPELINE, identity_of
 from proxy.body import read_model
 from proxy.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from proxy.events import event
@@ -54,8 +54,6 @@ class RunConflict(Conflict):
 
 
 def _repo(request: web.Request) -> RunRepository:
-    from proxy.appkeys import PIPELINE
-
     return request.app[PIPELINE].runs
 
 
