@@ -8,7 +8,7 @@ import asyncpg
 import pytest
 
 from proxy.db import create_pool, migrate
-from tests.infra import fresh_database, nats_server, postgres_server
+from tests.infra import OPA_ABSENT_REASON, fresh_database, nats_server, opa_server, postgres_server
 
 
 @pytest.fixture(scope="session")
@@ -37,6 +37,16 @@ async def db_pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
 @pytest.fixture(scope="session")
 async def nats_url() -> AsyncIterator[str]:
     async with nats_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+async def opa_url() -> AsyncIterator[str]:
+    """A real OPA server (../shared/bin/opa, TOOLPROXY_TEST_OPA_BIN or TOOLPROXY_TEST_OPA_URL);
+    tests that take it skip, with the reason, where there is none."""
+    async with opa_server() as url:
+        if url is None:
+            pytest.skip(OPA_ABSENT_REASON)
         yield url
 
 

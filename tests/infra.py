@@ -161,3 +161,85 @@ class ProxyProcess:
     def stop(self) -> None:
         self.child.stop()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+# --- a real OPA server ---------------------------------------------------------------------
+
+_PROJECT = Path(__file__).resolve().parent.parent
+
+
+def opa_binary() -> str | None:
+    """TOOLPROXY_TEST_OPA_BIN, else ../shared/bin/opa beside the project, else `opa` on PATH."""
+    env = os.environ.get("TOOLPROXY_TEST_OPA_BIN")
+    if env:
+        return env if Path(env).exists() else None
+    beside = _PROJECT.parent / "shared" / "bin" / "opa"
+    if beside.exists():
+        return str(beside)
+    return shutil.which("opa")
+
+
+OPA_ABSENT_REASON = ("no OPA server: set TOOLPROXY_TEST_OPA_URL or TOOLPROXY_TEST_OPA_BIN, or put "
+                     "the binary at ../shared/bin/opa")
+
+
+class OpaServer:
+    """`opa run --server` on a free loopback port, started and stopped (by PID) by us."""
+
+    def __init__(self, binary: str, port: int | None = None) -> None:
+        from proxy.embedded.child import Child
+
+        self.port = port or free_port()
+        self.root = scratch_dir("toolproxy-test-opa-")
+        self.child = Child("opa", [binary, "run", "--server", "--addr", f"127.0.0.1:{self.port}",
+                                   "--log-level", "error", "--disable-telemetry"],
+                           log_path=self.root / "opa.log")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self, timeout: float = 20.0) -> None:
+        import aiohttp
+
+        self.child.start()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        async with aiohttp.ClientSession() as s:
+            while loop.time() < deadline:
+                if not self.child.running():
+                    raise RuntimeError(f"opa exited: {self.child.log_tail()}")
+                try:
+                    async with s.get(f"{self.url}/health") as r:
+                        if r.status == 200:
+                            return
+                except aiohttp.ClientError:
+                    pass
+                await asyncio.sleep(0.05)
+        raise RuntimeError(f"opa not ready: {self.child.log_tail()}")
+
+    def stop(self) -> None:
+        self.child.stop()
+
+    def remove(self) -> None:
+        self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@contextlib.asynccontextmanager
+async def opa_server() -> AsyncIterator[str | None]:
+    """A real OPA server's URL for the session, or None (tests that need one skip)."""
+    env = os.environ.get("TOOLPROXY_TEST_OPA_URL")
+    if env:
+        yield env.rstrip("/")
+        return
+    binary = opa_binary()
+    if binary is None:
+        yield None
+        return
+    server = OpaServer(binary)
+    await server.start()
+    try:
+        yield server.url
+    finally:
+        server.remove()

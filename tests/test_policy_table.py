@@ -1,10 +1,9 @@
 """The shipped policy against the shared decision table (pdp/decision_table.json) and its own
-Rego unit tests: on the embedded engine always, on a real OPA server when
-TOOLPROXY_TEST_OPA_URL names one (the same cases, compared the same way)."""
+Rego unit tests: on the embedded engine and on a real OPA server (the `opa_url` fixture starts
+../shared/bin/opa; the same cases, compared the same way)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,8 +25,6 @@ TABLE: list[dict[str, Any]] = orjson.loads(
 )
 NOTES = [case["note"] for case in TABLE]
 
-OPA_URL = os.environ.get("TOOLPROXY_TEST_OPA_URL", "").rstrip("/")
-needs_opa = pytest.mark.skipif(not OPA_URL, reason="TOOLPROXY_TEST_OPA_URL is not set")
 OPA_POLICY_PREFIX = "toolproxy/"  # the ids pdp.opa.OpaEngine pushes: these replace them
 
 
@@ -166,9 +163,9 @@ test_whole_input_with if {
 
 
 @pytest.fixture(scope="module")
-async def opa() -> AsyncIterator[aiohttp.ClientSession]:
+async def opa(opa_url: str) -> AsyncIterator[tuple[aiohttp.ClientSession, str]]:
     policies = load_policy_dir()
-    parts = urlsplit(OPA_URL)
+    parts = urlsplit(opa_url)
     client = AsyncOpaClient(
         host=parts.hostname or "localhost",
         port=parts.port or (443 if parts.scheme == "https" else 8181),
@@ -179,20 +176,20 @@ async def opa() -> AsyncIterator[aiohttp.ClientSession]:
             await client.update_policy_from_string(source, OPA_POLICY_PREFIX + name, rego_compat=False)
         try:
             async with aiohttp.ClientSession() as http:
-                yield http
+                yield http, opa_url
         finally:
             for name in policies.tests:
                 await client.delete_policy(OPA_POLICY_PREFIX + name)
 
 
-async def _opa_data(http: aiohttp.ClientSession, path: str, body: dict[str, Any]) -> Any:
-    async with http.post(f"{OPA_URL}/v1/data/{path}", json=body) as response:
+async def _opa_data(opa: tuple[aiohttp.ClientSession, str], path: str, body: dict[str, Any]) -> Any:
+    http, url = opa
+    async with http.post(f"{url}/v1/data/{path}", json=body) as response:
         assert response.status == 200, await response.text()
         return (await response.json()).get("result")  # absent: undefined
 
 
-@needs_opa
-async def test_opa_decides_as_the_table_says(opa: aiohttp.ClientSession) -> None:
+async def test_opa_decides_as_the_table_says(opa: tuple[aiohttp.ClientSession, str]) -> None:
     """One test for the whole table (one skip without OPA), listing every case that differs."""
     wrong = []
     for case in TABLE:
@@ -204,8 +201,7 @@ async def test_opa_decides_as_the_table_says(opa: aiohttp.ClientSession) -> None
     assert not wrong, "\n".join(wrong)
 
 
-@needs_opa
-async def test_shipped_rego_unit_tests_pass_on_opa(opa: aiohttp.ClientSession) -> None:
+async def test_shipped_rego_unit_tests_pass_on_opa(opa: tuple[aiohttp.ClientSession, str]) -> None:
     failed, ran = [], 0
     for source in load_policy_dir().tests.values():
         package, names = discover(source)

@@ -74,9 +74,11 @@ deny contains reason if {
 # GREENFOOD: agents may create orders and read inventory, never change prices or stock.
 greenfood_agent_ops := {"create_order", "get_inventory"}
 
+# Missing arguments are read with object.get: on OPA, `not input.args.op in s` is undefined
+# (not true) when `op` is absent, so the denial would silently not fire.
 argument_denials contains "greenfood_op_forbidden" if {
 	tool.tool_id == "greenfood.order"
-	not input.args.op in greenfood_agent_ops
+	not object.get(input.args, "op", null) in greenfood_agent_ops
 	not "admin" in input.subject.roles
 }
 
@@ -85,7 +87,7 @@ data_queries := {"tasks_by_status", "usage_by_tool"}
 
 argument_denials contains "unknown_named_query" if {
 	tool.tool_id == "data.query"
-	not input.args.query in data_queries
+	not object.get(input.args, "query", null) in data_queries
 }
 
 # --- approval (calls only; a granted category D tool is still listed) ---------------------
