@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import asyncpg
 from aiohttp import web
 from nats.aio.client import Client as NATS
@@ -22,6 +24,9 @@ from proxy.tokens import TokenVerifier
 from proxy.journal import Journal
 from proxy.limits.limiter import Limiter
 
+if TYPE_CHECKING:  # the runtime imports route modules that import this one
+    from proxy.turns.runtime import TurnRuntime
+
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)
 VERIFIER = web.AppKey("verifier", TokenVerifier)
@@ -39,6 +44,7 @@ QUOTA_REPO = web.AppKey("quota_repo", QuotaRepository)
 PIPELINE = web.AppKey("pipeline", Pipeline)
 APPROVAL_FLOW = web.AppKey("approval_flow", ApprovalFlow)
 EVENT_HUB = web.AppKey("event_hub", EventHub)
+TURNS: web.AppKey[TurnRuntime] = web.AppKey("turns")
 
 IDENTITY = web.RequestKey("identity", Identity)  # set by the authentication middleware
 

@@ -44,6 +44,7 @@ class Call:
     idempotency_key: str | None = None
     run_reserved: bool = False  # a call was counted against a registered run's budget
     events: list[EventRecord] = field(default_factory=list)  # emitted so far
+    turn_id: str | None = None  # the agent turn that made this call, if any
 
     @property
     def context(self) -> dict[str, Any]:

@@ -34,12 +34,14 @@ class EventRecord(BaseModel):
     time: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
     run_id: str | None = None
     call_id: str | None = None
+    turn_id: str | None = None
     refs: dict[str, Any] = Field(default_factory=dict)
     payload: dict[str, Any] = Field(default_factory=dict)
 
 
 def event(team_id: str, type_: str, *, run_id: str | None = None, call_id: str | None = None,
-          refs: dict[str, Any] | None = None, payload: dict[str, Any] | None = None) -> EventRecord:
+          refs: dict[str, Any] | None = None, payload: dict[str, Any] | None = None,
+          turn_id: str | None = None) -> EventRecord:
     """An event with its payload bounded (a too-large payload is replaced by its size)."""
     assert type_ in TYPES, type_
     body = payload or {}
@@ -47,7 +49,7 @@ def event(team_id: str, type_: str, *, run_id: str | None = None, call_id: str |
     if len(encoded) > MAX_PAYLOAD_BYTES:
         body = {"truncated": True, "bytes": len(encoded)}
     return EventRecord(team_id=team_id, type=type_, run_id=run_id, call_id=call_id,
-                       refs=refs or {}, payload=body)
+                       turn_id=turn_id, refs=refs or {}, payload=body)
 
 
 async def write_events(conn: asyncpg.Connection, records: list[EventRecord]) -> None:
@@ -78,11 +80,13 @@ async def write_events(conn: asyncpg.Connection, records: list[EventRecord]) -> 
         first = last - len(items) + 1
         items = sorted(items, key=lambda e: e.time)
         await conn.executemany(
-            """INSERT INTO events (team_id, sequence, event_id, type, time, run_id, call_id, refs, payload)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+            """INSERT INTO events (team_id, sequence, event_id, type, time, run_id, call_id, refs,
+                                 payload, turn_id)
+               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
                ON CONFLICT (event_id) DO NOTHING""",
             [(team, first + i, uuid.UUID(e.event_id), e.type, e.time, e.run_id,
-              uuid.UUID(e.call_id) if e.call_id else None, e.refs, e.payload)
+              uuid.UUID(e.call_id) if e.call_id else None, e.refs, e.payload,
+              uuid.UUID(e.turn_id) if e.turn_id else None)
              for i, e in enumerate(items)],
         )
         await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, team)
@@ -96,6 +100,7 @@ def _row(r: asyncpg.Record) -> dict[str, Any]:
         "time": r["time"].isoformat(),
         "run_id": r["run_id"],
         "call_id": str(r["call_id"]) if r["call_id"] else None,
+        "turn_id": str(r["turn_id"]) if r["turn_id"] else None,
         "refs": r["refs"],
         "payload": r["payload"],
     }

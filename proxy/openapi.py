@@ -15,6 +15,7 @@ from proxy.routes.admin_quotas import QuotaBody, QuotaKey
 from proxy.routes.approvals import DecisionBody, ResumeBody
 from proxy.routes.openai_tools import ToolCallsBody
 from proxy.routes.runs import Complete, Plan, StartRun
+from proxy.turns.models import StartTurn
 
 # (method, path, tag, summary, request body model, public)
 OPERATIONS: list[tuple[str, str, str, str, type[BaseModel] | None, bool]] = [
@@ -28,6 +29,10 @@ OPERATIONS: list[tuple[str, str, str, str, type[BaseModel] | None, bool]] = [
     ("post", "/v1/runs/{run_id}/plan", "runs", "Publish the run's plan", Plan, False),
     ("post", "/v1/runs/{run_id}/complete", "runs", "Complete the run", Complete, False),
     ("get", "/v1/runs/{run_id}", "runs", "A run with its calls and totals", None, False),
+    ("post", "/v1/turns", "turns", "Start a turn of an agent (demo or model) in a run", StartTurn, False),
+    ("get", "/v1/turns/{turn_id}", "turns", "A turn: status, steps, result", None, False),
+    ("post", "/v1/turns/{turn_id}/resume", "turns", "Resume a turn held for an authorization", None, False),
+    ("post", "/v1/turns/{turn_id}/cancel", "turns", "Cancel a running or held turn", None, False),
     ("get", "/v1/events", "events", "Events after a cursor (per-team sequence)", None, False),
     ("get", "/v1/events/stream", "events", "Events as server-sent events (Last-Event-ID)", None, False),
     ("get", "/v1/approvals", "governance", "Calls awaiting (or past) approval", None, False),
