@@ -62,6 +62,7 @@ class FakeModel:
         self.model = model
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.durations: list[float] = []  # seconds each request took here (the upstream's own time)
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -91,6 +92,13 @@ class FakeModel:
         await self.stop()
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
+        t0 = time.perf_counter()
+        try:
+            return await self._answer(request)
+        finally:
+            self.durations.append(time.perf_counter() - t0)
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
         body = await request.json(loads=orjson.loads)
         n = len(self.requests)
         self.requests.append(body)

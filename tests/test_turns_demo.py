@@ -91,7 +91,9 @@ async def test_demo_turn_holds_for_approval_then_publishes_the_result(client, to
                                uuid.UUID(turn_id))
     assert len(rows) == 5 and {r["agent_run_id"] for r in rows} == {run_id}
     r = await client.get(f"/v1/runs/{run_id}", headers=bearer(tok))
-    assert (await r.json())["totals"]["calls"] == 5
+    run = await r.json()
+    assert run["totals"]["calls"] == 5
+    assert run["plan"] == plan  # the turn's plan is its run's
 
     events = await turn_events(client, tok, turn_id)
     types = [e["type"] for e in events]

@@ -78,6 +78,8 @@ class TurnContext:
         self.owner = owner
         self.max_calls = max_calls
         self._steps: list[Step] = []
+        self._tokens = 0  # used by the model since the last flush, not yet on the run
+        self.run_plan: Any = None  # the plan to publish on the run with the next flush
 
     @property
     def state(self) -> dict[str, Any]:
@@ -105,8 +107,16 @@ class TurnContext:
         if len(orjson.dumps(self.turn.state)) > MAX_STATE_BYTES:
             raise StateTooLarge(f"the turn's state exceeds {MAX_STATE_BYTES} bytes")
         steps, self._steps = self._steps, []
-        cancelled = await self.store.advance(self.turn, self.owner, steps, status=status,
-                                             finished=finished)
+        tokens, self._tokens = self._tokens, 0
+        plan, self.run_plan = self.run_plan, None
+        try:
+            cancelled = await self.store.advance(self.turn, self.owner, steps, status=status,
+                                                 finished=finished, run_tokens=tokens,
+                                                 run_plan=plan)
+        except BaseException:
+            self._steps, self._tokens = steps + self._steps, tokens + self._tokens
+            self.run_plan = self.run_plan or plan
+            raise
         if cancelled and status == "RUNNING":
             raise TurnCancelled(self.turn.turn_id)
 
@@ -152,9 +162,9 @@ class TurnContext:
         """Cancel a held call of this turn (it ends CANCELLED, recorded like any call)."""
         return await self.flow.cancel_held(call_id, f"turn:{self.turn.turn_id}")
 
-    async def add_tokens(self, tokens: int) -> None:
-        """A model's token usage, counted to the turn and to its run."""
-        if tokens <= 0:
-            return
-        self.turn.tokens_used += tokens
-        await self.pipeline.runs.settle(self.turn.team_id, self.turn.run_id, tokens, 0.0)
+    def add_tokens(self, tokens: int) -> None:
+        """A model's token usage, counted to the turn and to its run (with the next flush,
+        in the same transaction as the turn's own record)."""
+        if tokens > 0:
+            self.turn.tokens_used += tokens
+            self._tokens += tokens

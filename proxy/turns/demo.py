@@ -137,7 +137,7 @@ class DemoAgent:
     async def _plan(self, ctx: TurnContext, plan: dict[str, Any]) -> None:
         ctx.step("plan", {"plan": plan})
         await ctx.emit("agent.plan.updated", {"plan": plan})
-        await ctx.pipeline.runs.set_plan(ctx.turn.team_id, ctx.turn.run_id, plan)
+        ctx.run_plan = plan  # the run's plan too (GET /v1/runs/{run_id})
 
     def _concrete_plan(self, ctx: TurnContext, before: dict[str, Any],
                        order: dict[str, Any]) -> dict[str, Any]:

@@ -111,7 +111,7 @@ class ModelAgent:
                 return refused
             s["model_steps"] += 1
             reply = await self.client.complete(s["messages"], tools)
-            await ctx.add_tokens(reply.tokens)
+            ctx.add_tokens(reply.tokens)
             message = _bounded_message(reply.message)
             s["messages"].append(message)
             calls = message.get("tool_calls") or []

@@ -84,11 +84,27 @@ class TurnStore:
                 for r in rows]
 
     async def advance(self, turn: Turn, owner: str, steps: list[Step], *,
-                      status: str = "RUNNING", finished: bool = False) -> bool:
-        """Write the new steps and the turn's state as its driver has it. Returns whether a
-        cancellation was requested meanwhile; raises TurnLost when the turn was taken away."""
+                      status: str = "RUNNING", finished: bool = False, run_tokens: int = 0,
+                      run_plan: Any = None) -> bool:
+        """Write the new steps and the turn's state as its driver has it, and bring its run up
+        to date (the tokens its model used since, its latest plan), in one transaction.
+        Returns whether a cancellation was requested meanwhile; raises TurnLost when the turn
+        was taken away."""
         state = scrub(turn.state)
         async with self._pool.acquire() as conn, conn.transaction():
+            if status == "RUNNING" and not finished:
+                # A step along the way need not wait for the WAL flush: if Postgres crashes,
+                # the turn is lost with its replica either way. A hold (the hand-over to a
+                # human) and an ending are committed durably.
+                await conn.execute("SET LOCAL synchronous_commit = off")
+            if run_tokens:
+                await conn.execute(
+                    "UPDATE runs SET tokens_used = tokens_used + $3 WHERE team_id = $1 AND run_id = $2",
+                    turn.team_id, turn.run_id, run_tokens)
+            if run_plan is not None:
+                await conn.execute(
+                    "UPDATE runs SET plan = $3 WHERE team_id = $1 AND run_id = $2 AND status = 'active'",
+                    turn.team_id, turn.run_id, scrub(run_plan))
             row = await conn.fetchrow(
                 """UPDATE turns SET status = $3, state = $4, held = $5, result = $6, error = $7,
                                     calls_made = $8, tokens_used = $9,
