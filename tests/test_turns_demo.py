@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+import orjson
 import pytest
 
 from proxy import appkeys
@@ -259,3 +260,34 @@ async def test_the_model_agent_needs_an_upstream(client, token, team) -> None:
 async def test_unauthenticated_turns_are_refused(client) -> None:
     r = await client.post("/v1/turns", json={"input": "x", "agent": "demo"})
     assert r.status == 401
+
+
+async def test_two_resumes_at_once_run_the_order_once(client, token, team, db_pool) -> None:
+    tok = await _team_ready(client, token, team)
+    _, started = await start_turn(client, tok, ORDER)
+    await decide(client, token, team, started["authorization"][0]["approval_id"])
+    (s1, b1), (s2, b2) = await asyncio.gather(resume_turn(client, tok, started["turn_id"]),
+                                              resume_turn(client, tok, started["turn_id"]))
+    assert sorted([s1, s2]) == [200, 409]
+    winner = b1 if s1 == 200 else b2
+    loser = b2 if s1 == 200 else b1
+    assert winner["status"] == "COMPLETED" and loser["error"]["code"] == "turn_not_held"
+    assert await db_pool.fetchval("SELECT count(*) FROM greenfood_orders WHERE team_id = $1", team) == 1
+
+
+async def test_turn_events_stream_over_sse(client, token, team) -> None:
+    tok = await _team_ready(client, token, team, tasks=0)
+    _, started = await start_turn(client, tok, ORDER)
+    events = await turn_events(client, tok, started["turn_id"], until="agent.authorization.required")
+    seen: list[dict] = []
+    async with client.get("/v1/events/stream?cursor=0", headers=bearer(tok)) as r:
+        assert r.status == 200
+        async for line in r.content:
+            if line.startswith(b"data: "):
+                e = orjson.loads(line[6:])
+                if e["turn_id"] == started["turn_id"]:
+                    seen.append(e)
+                if len(seen) == len(events):
+                    break
+    assert [e["sequence"] for e in seen] == [e["sequence"] for e in events]
+    assert seen[0]["type"] == "agent.turn.started"
