@@ -21,8 +21,8 @@ from pdp.policy_store import PolicyWatcher, active_policies
 from pdp.quotas import Quota, QuotaRepository
 from proxy import appkeys as k
 from proxy.approval_flow import ApprovalFlow
+from proxy.bus import Reconnects, connect
 from proxy.bus import close as close_nats
-from proxy.bus import connect
 from proxy.catalog import Catalog
 from proxy.config import Settings
 from proxy.db import create_pool
@@ -39,6 +39,7 @@ from proxy.housekeeping import Housekeeping
 from proxy.idempotency import IdempotencyStore
 from proxy.inflight import InFlight
 from proxy.pipeline import Pipeline
+from proxy.run_budget import RunBudgets
 from proxy.runs import RunRepository
 from proxy.routes import (
     admin_governance,
@@ -73,7 +74,9 @@ async def _postgres(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _nats(app: web.Application) -> AsyncIterator[None]:
-    app[k.NC] = await connect(app[k.SETTINGS].require_nats_url(), name="toolproxy-proxy")
+    reconnects = app[k.RECONNECTS] = Reconnects()
+    app[k.NC] = await connect(app[k.SETTINGS].require_nats_url(), name="toolproxy-proxy",
+                              reconnects=reconnects)
     yield
     await close_nats(app[k.NC])
 
@@ -131,6 +134,7 @@ async def _pdp(app: web.Application) -> AsyncIterator[None]:
 async def _catalog(app: web.Application) -> AsyncIterator[None]:
     catalog = Catalog(app[k.NC], app[k.POOL], app[k.METRICS])
     await catalog.start()
+    app[k.RECONNECTS].add("catalog", catalog.rediscover)
     app[k.CATALOG] = catalog
     yield
     await catalog.close()
@@ -139,6 +143,7 @@ async def _catalog(app: web.Application) -> AsyncIterator[None]:
 async def _journal(app: web.Application) -> AsyncIterator[None]:
     journal = Journal(app[k.NC], app[k.POOL], app[k.METRICS])
     await journal.start()
+    app[k.RECONNECTS].add("journal", journal.ensure)
     app[k.JOURNAL] = journal
     yield
     await journal.close()
@@ -163,6 +168,7 @@ async def _limits(app: web.Application) -> AsyncIterator[None]:
                            quota_of=app[k.GRANTS].quota, on_counted=remaining,
                            team_per_minute=dict(s.team_rate_per_minute))
     await limiter.start()
+    app[k.RECONNECTS].add("limits", limiter.ensure)
     app[k.LIMITER] = limiter
     app[k.QUOTA_REPO] = QuotaRepository(app[k.POOL])
     yield
@@ -173,6 +179,9 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
     s = app[k.SETTINGS]
     inflight = InFlight(app[k.NC], app[k.POOL])
     await inflight.start()
+    budgets = RunBudgets(app[k.NC], app[k.POOL], app[k.LISTENER])
+    await budgets.start()
+    app[k.RECONNECTS].add("run_budgets", budgets.ensure)
     pipeline = Pipeline(
         settings=s,
         catalog=app[k.CATALOG],
@@ -184,6 +193,7 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
         limiter=app[k.LIMITER],
         idempotency=IdempotencyStore(app[k.POOL], ttl=timedelta(seconds=s.idempotency_ttl_s)),
         runs=RunRepository(app[k.POOL]),
+        budgets=budgets,
         inflight=inflight,
         metrics=app[k.METRICS],
     )
@@ -199,6 +209,7 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
     yield
     await keeper.close()
     await flow.close()
+    await budgets.close()
     await inflight.close()
 
 
