@@ -9,6 +9,7 @@ import structlog
 from aiohttp import web
 
 from pdp.approvals import ApprovalRepository
+from pdp.cache import DecisionCache
 from pdp.embedded import EmbeddedEngine
 from pdp.engine import Engine
 from pdp.errors import PolicyInvalid
@@ -86,7 +87,7 @@ def _engine(settings: Settings) -> Engine:
         from pdp.opa import OpaEngine
 
         assert settings.opa_url is not None
-        return OpaEngine(settings.opa_url)
+        return OpaEngine(settings.opa_url, check_every_s=settings.opa_check_every_s)
     return EmbeddedEngine()
 
 
@@ -98,15 +99,20 @@ async def _pdp(app: web.Application) -> AsyncIterator[None]:
     grants = GrantCache(pool, app[k.LISTENER])
     await grants.start()
     engine = _engine(s)
-    pdp = PolicyDecisionPoint(engine, grants, budget_s=s.pdp_budget_ms / 1000.0)
+    cache_metric = app[k.METRICS].pdp_cache
+    pdp = PolicyDecisionPoint(engine, grants, budget_s=s.pdp_budget_ms / 1000.0,
+                              cache=DecisionCache(ttl_s=s.pdp_cache_ttl_s),
+                              on_cache=lambda result: cache_metric.labels(result=result).inc())
     watcher: PolicyWatcher | None = None
     if s.policy_dir is not None:
         policies: PolicySet = load_policy_dir(s.policy_dir)
     else:
         policies = await active_policies(pool) or load_policy_dir()
 
-        async def apply(new: PolicySet) -> None:
-            if new.revision == pdp.revision:
+        async def apply(new: PolicySet, pushed: bool) -> None:
+            # A push (or a reconnect) loads it even at the same revision: an OPA server that
+            # lost its policy gets it back; a periodic check only acts on a new revision.
+            if new.revision == pdp.revision and not pushed:
                 return
             try:
                 revision = await pdp.load(new)
