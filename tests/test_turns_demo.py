@@ -16,6 +16,7 @@ from tests.conftest import bearer, grant, invoke
 from tests.turn_helpers import (
     decide,
     get_turn,
+    granted,
     normalized,
     resume_turn,
     start_turn,
@@ -30,8 +31,8 @@ async def _team_ready(client, token, team: str, tasks: int = 1) -> str:
     """Grants the demo needs, and some state to read; returns the agent's token."""
     for cap in ("tool.task.list.invoke", "tool.task.create.invoke", "tool.greenfood.order.invoke"):
         await grant(client, token, team, cap)
-    await asyncio.sleep(0.2)
     tok = token(agent="demo-agent", team=team)
+    await granted(client, tok, {"task.list", "task.create", "greenfood.order"})
     for i in range(tasks):
         status, _ = await invoke(client, tok, "task.create", {"title": f"task {i}"})
         assert status == 200

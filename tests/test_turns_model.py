@@ -4,7 +4,6 @@ turn, token usage reaches the run, and bad model output never crashes the turn."
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -18,7 +17,15 @@ from proxy.app import create_app
 from proxy.embedded.ports import free_port
 from tests.conftest import bearer, grant
 from tests.fake_model import Answer, FakeModel, call, say, scripted
-from tests.turn_helpers import decide, get_turn, resume_turn, start_turn, turn_calls, turn_events
+from tests.turn_helpers import (
+    decide,
+    get_turn,
+    granted,
+    resume_turn,
+    start_turn,
+    turn_calls,
+    turn_events,
+)
 
 API_KEY = "sk-test-" + uuid.uuid4().hex
 
@@ -97,7 +104,7 @@ async def test_a_held_call_pauses_the_model_until_resume_on_any_replica(
         b = await model_app(fake.base_url, model_stream=True)
         await grant(a, token, team, "tool.greenfood.order.invoke")
         tok = token(agent="model-agent", team=team)
-        await asyncio.sleep(0.2)
+        await granted(a, tok, {"greenfood.order"})
         status, held = await start_turn(a, tok, "Order a milk", agent="model")
         assert status == 201 and held["status"] == "AUTHORIZATION_REQUIRED", held
         assert len(fake.requests) == 1

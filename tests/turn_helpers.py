@@ -39,6 +39,19 @@ async def decide(client: Any, token: Any, team: str, approval_id: str, decision:
     assert r.status == 200, await r.text()
 
 
+async def granted(client: Any, tok: str, tools: set[str], timeout: float = 10.0) -> None:
+    """Until the caller's catalog lists these tools (grants reach the policy within a bound)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        r = await client.get("/v1/tools", headers=bearer(tok))
+        listed = {t["tool_id"] for t in (await r.json())["tools"]}
+        if tools <= listed:
+            return
+        assert loop.time() < deadline, f"not granted in {timeout} s: {tools - listed}"
+        await asyncio.sleep(0.05)
+
+
 async def turn_events(client: Any, tok: str, turn_id: str, until: str = "agent.turn.completed",
                       timeout: float = 10.0) -> list[dict]:
     """The turn's events in sequence order, once `until` has arrived (events follow the

@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import orjson
+import structlog
 from aiohttp import web
 
 from pdp.digest import args_digest
@@ -18,8 +19,11 @@ from proxy.events import event
 from proxy.identity import Identity
 from proxy.journal import Journal
 from proxy.pipeline import Pipeline, error_outcome
+from proxy.run_budget import BudgetUnavailable
 from proxy.turns.models import Step, Turn
 from proxy.turns.store import MAX_STATE_BYTES, TurnStore
+
+log = structlog.get_logger("toolproxy.turns")
 
 MAX_ARGS_IN_STEP = 2048  # a call's arguments kept in its step; larger ones by hash and size
 
@@ -78,7 +82,6 @@ class TurnContext:
         self.owner = owner
         self.max_calls = max_calls
         self._steps: list[Step] = []
-        self._tokens = 0  # used by the model since the last flush, not yet on the run
         self.run_plan: Any = None  # the plan to publish on the run with the next flush
 
     @property
@@ -100,22 +103,19 @@ class TurnContext:
         """Durable (journal-acknowledged) before the turn goes on, so events keep their order."""
         ev = event(self.turn.team_id, type_, run_id=self.turn.run_id, call_id=call_id,
                    turn_id=self.turn.turn_id, refs=refs, payload=payload)
-        await self.journal.record(events=[ev], team_id=self.turn.team_id, key=ev.event_id)
+        await self.journal.record(events=[ev], key=ev.event_id)
 
     async def flush(self, *, status: str = "RUNNING", finished: bool = False) -> None:
         """Persist the steps so far and the state; stop here if a cancellation came in."""
         if len(orjson.dumps(self.turn.state)) > MAX_STATE_BYTES:
             raise StateTooLarge(f"the turn's state exceeds {MAX_STATE_BYTES} bytes")
         steps, self._steps = self._steps, []
-        tokens, self._tokens = self._tokens, 0
         plan, self.run_plan = self.run_plan, None
         try:
             cancelled = await self.store.advance(self.turn, self.owner, steps, status=status,
-                                                 finished=finished, run_tokens=tokens,
-                                                 run_plan=plan)
+                                                 finished=finished, run_plan=plan)
         except BaseException:
-            self._steps, self._tokens = steps + self._steps, tokens + self._tokens
-            self.run_plan = self.run_plan or plan
+            self._steps, self.run_plan = steps + self._steps, self.run_plan or plan
             raise
         if cancelled and status == "RUNNING":
             raise TurnCancelled(self.turn.turn_id)
@@ -162,9 +162,13 @@ class TurnContext:
         """Cancel a held call of this turn (it ends CANCELLED, recorded like any call)."""
         return await self.flow.cancel_held(call_id, f"turn:{self.turn.turn_id}")
 
-    def add_tokens(self, tokens: int) -> None:
-        """A model's token usage, counted to the turn and to its run (with the next flush,
-        in the same transaction as the turn's own record)."""
-        if tokens > 0:
-            self.turn.tokens_used += tokens
-            self._tokens += tokens
+    async def add_tokens(self, tokens: int) -> None:
+        """A model's token usage, counted to the turn (its run's `used` adds the turns' tokens)
+        and to the run's budget counter when it has one, before the next step is checked."""
+        if tokens <= 0:
+            return
+        self.turn.tokens_used += tokens
+        try:
+            await self.pipeline.budgets.add(self.turn.team_id, self.turn.run_id, tokens, 0.0)
+        except BudgetUnavailable as exc:  # the turn's own count stands; the next check says more
+            log.warning("turn_tokens_not_counted", turn_id=self.turn.turn_id, error=str(exc))

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from proxy.body import describe
 from proxy.call import Outcome
+from proxy.run_budget import BudgetUnavailable
 from proxy.routes.openai_tools import (
     MAX_ARGUMENTS_BYTES,
     MAX_TOOL_CALLS,
@@ -105,13 +106,15 @@ class ModelAgent:
                 return Held(still)
             await ctx.flush()
         tools = (await openai_tools(ctx.pipeline, ctx.identity))["tools"]
+        run = await ctx.pipeline.runs.get(ctx.turn.team_id, ctx.turn.run_id)
+        max_tokens = run["budget"]["max_tokens"] if run is not None else None
         while True:
-            refused = await self._run_budget(ctx)
+            refused = await self._run_budget(ctx, max_tokens)
             if refused is not None:
                 return refused
             s["model_steps"] += 1
             reply = await self.client.complete(s["messages"], tools)
-            ctx.add_tokens(reply.tokens)
+            await ctx.add_tokens(reply.tokens)
             message = _bounded_message(reply.message)
             s["messages"].append(message)
             calls = message.get("tool_calls") or []
@@ -130,14 +133,20 @@ class ModelAgent:
                 return verdict
             await ctx.flush()
 
-    async def _run_budget(self, ctx: TurnContext) -> Failed | None:
-        run = await ctx.pipeline.runs.get(ctx.turn.team_id, ctx.turn.run_id)
-        if run is None:
-            return None
-        if run["status"] == "completed":
+    async def _run_budget(self, ctx: TurnContext, max_tokens: int | None) -> Failed | None:
+        """Before each model step: the run is still active and its tokens not used up (the
+        directory and the budget counter every replica shares; no Postgres round trip)."""
+        budgets = ctx.pipeline.budgets
+        info = budgets.known(ctx.turn.team_id, ctx.turn.run_id)
+        if info is not None and info.status == "completed":
             return Failed("run_completed", "the turn's run is completed")
-        limit = run["budget"]["max_tokens"]
-        if limit is not None and run["used"]["tokens"] >= limit:
+        if max_tokens is None or info is None or not info.budgeted:
+            return None
+        try:
+            used = await budgets.used(ctx.turn.team_id, ctx.turn.run_id)
+        except BudgetUnavailable:
+            return Failed("dependency_unavailable", "the run's budget could not be checked")
+        if used is not None and used.tokens >= max_tokens:
             return Failed("run_budget_exceeded", "the run's token budget is used up")
         return None
 

@@ -168,9 +168,13 @@ class TurnRuntime:
         run = await runs.get(identity.team_id, run_id)
         if run is None:
             try:
-                return (await runs.create(team_id=identity.team_id, run_id=run_id,
-                                          agent_id=identity.agent_id, max_calls=None,
-                                          max_tokens=None, max_cost_1t=None))["run_id"]
+                await runs.create(team_id=identity.team_id, run_id=run_id,
+                                  agent_id=identity.agent_id, max_calls=None, max_tokens=None,
+                                  max_cost_1t=None)
+                # known here at once (other replicas learn it by NOTIFY); no budget, no counter
+                await self.pipeline.budgets.register(identity.team_id, run_id, max_calls=None,
+                                                     max_tokens=None, max_cost_1t=None)
+                return run_id
             except RunExists:
                 run = await runs.get(identity.team_id, run_id)
                 assert run is not None
@@ -281,7 +285,7 @@ class TurnRuntime:
 
     async def _record(self, turn: Turn, type_: str, payload: dict[str, Any]) -> None:
         ev = event(turn.team_id, type_, run_id=turn.run_id, turn_id=turn.turn_id, payload=payload)
-        await self.journal.record(events=[ev], team_id=turn.team_id, key=ev.event_id)
+        await self.journal.record(events=[ev], key=ev.event_id)
 
     # --- lost turns and shutdown ----------------------------------------------------------------
 

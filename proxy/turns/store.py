@@ -84,12 +84,10 @@ class TurnStore:
                 for r in rows]
 
     async def advance(self, turn: Turn, owner: str, steps: list[Step], *,
-                      status: str = "RUNNING", finished: bool = False, run_tokens: int = 0,
-                      run_plan: Any = None) -> bool:
-        """Write the new steps and the turn's state as its driver has it, and bring its run up
-        to date (the tokens its model used since, its latest plan), in one transaction.
-        Returns whether a cancellation was requested meanwhile; raises TurnLost when the turn
-        was taken away."""
+                      status: str = "RUNNING", finished: bool = False, run_plan: Any = None) -> bool:
+        """Write the new steps and the turn's state as its driver has it (and its latest plan
+        on its run), in one transaction. Returns whether a cancellation was requested
+        meanwhile; raises TurnLost when the turn was taken away."""
         state = scrub(turn.state)
         async with self._pool.acquire() as conn, conn.transaction():
             if status == "RUNNING" and not finished:
@@ -97,10 +95,6 @@ class TurnStore:
                 # the turn is lost with its replica either way. A hold (the hand-over to a
                 # human) and an ending are committed durably.
                 await conn.execute("SET LOCAL synchronous_commit = off")
-            if run_tokens:
-                await conn.execute(
-                    "UPDATE runs SET tokens_used = tokens_used + $3 WHERE team_id = $1 AND run_id = $2",
-                    turn.team_id, turn.run_id, run_tokens)
             if run_plan is not None:
                 await conn.execute(
                     "UPDATE runs SET plan = $3 WHERE team_id = $1 AND run_id = $2 AND status = 'active'",
@@ -189,6 +183,14 @@ class TurnStore:
             lost_after_s, error, limit,
         )
         return [_turn(r) for r in rows]
+
+
+async def model_tokens(pool: asyncpg.Pool, team_id: str, run_id: str) -> int:
+    """The tokens the run's turns spent on their model (a run's `used.tokens` adds them to
+    its calls' tokens when no budget counter keeps the total)."""
+    return int(await pool.fetchval(
+        "SELECT coalesce(sum(tokens_used), 0) FROM turns WHERE team_id = $1 AND run_id = $2",
+        team_id, run_id))
 
 
 def iso(v: datetime | None) -> str | None:
