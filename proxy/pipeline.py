@@ -23,7 +23,7 @@ from pdp.digest import args_digest
 from pdp.point import PolicyDecisionPoint
 from proxy.accounting import call_record, kept_body, terminal_event, usage_record
 from proxy.call import Call, Ending, Outcome, authorization_required_body, render
-from proxy.calls import CallRecord
+from proxy.calls import CallRecord, result_id_for
 from proxy.catalog import Catalog
 from proxy.config import Settings
 from proxy.envelope import InvokeRequest
@@ -363,7 +363,7 @@ class Pipeline:
             call_id=call.call_id, decision_id=call.decision_id, team_id=call.identity.team_id,
             agent_id=call.identity.agent_id, run_id=call.agent_run_id, confidential=call.confidential,
         )
-        started = datetime.now(timezone.utc)
+        started = call.forwarded_at = datetime.now(timezone.utc)
         self._emit(call, "agent.tool.started", payload={"tool": m.tool_id, "timeout_ms": timeout_ms})
         if self._journal_on:
             await self._note_start(call, started, started + timedelta(milliseconds=timeout_ms))
@@ -414,7 +414,7 @@ class Pipeline:
             self.budgets.settle(call.identity.team_id, call.agent_run_id or "", reply.tokens_used, cost)
         refs = {"object_refs": reply.object_refs, "artifacts": list(reply.artifacts),
                 "observations": reply.observations, "provenance_refs": reply.provenance_refs}
-        e = Ending(200, "FAILED", executed=True, result_id=str(uuid.uuid4()), tokens=reply.tokens_used,
+        e = Ending(200, "FAILED", executed=True, result_id=result_id_for(call.call_id), tokens=reply.tokens_used,
                    compute=reply.compute_units, cost=cost, diagnostics=list(notes), refs=refs)
         if not reply.ok:
             assert reply.error is not None
