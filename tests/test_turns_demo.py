@@ -29,10 +29,11 @@ ORDER = "Please order 2 apples for the team kitchen"
 
 async def _team_ready(client, token, team: str, tasks: int = 1) -> str:
     """Grants the demo needs, and some state to read; returns the agent's token."""
-    for cap in ("tool.task.list.invoke", "tool.task.create.invoke", "tool.greenfood.order.invoke"):
-        await grant(client, token, team, cap)
     tok = token(agent="demo-agent", team=team)
-    await granted(client, tok, {"task.list", "task.create", "greenfood.order"})
+    for tool in ("task.list", "task.create", "greenfood.order"):
+        # one at a time: each grant's cache reload done before the next grant's begins
+        await grant(client, token, team, f"tool.{tool}.invoke")
+        await granted(client, tok, {tool})
     for i in range(tasks):
         status, _ = await invoke(client, tok, "task.create", {"title": f"task {i}"})
         assert status == 200
