@@ -19,6 +19,7 @@ from pdp.decision import Decision
 from pdp.decision_log import DecisionRecord, decision_record
 from pdp.digest import args_digest
 from pdp.point import PolicyDecisionPoint
+from proxy import tracing
 from proxy.accounting import call_record, kept_body, terminal_event, usage_record
 from proxy.call import Call, Ending, Outcome, authorization_required_body, render
 from proxy.calls import CallRecord, result_id_for
@@ -177,8 +178,9 @@ class Pipeline:
         ctx_team = request.context.team_id
         if ctx_team is not None and ctx_team != identity.team_id:
             raise Denied("context.team_id does not match the token's team", reasons=["team_mismatch"])
-        manifest = self.resolve_tool(request.tool)
-        self.check_args(manifest, request.args)
+        with tracing.span("validate"):
+            manifest = self.resolve_tool(request.tool)
+            self.check_args(manifest, request.args)
         call = Call(
             identity=identity,
             manifest=manifest,
@@ -189,6 +191,7 @@ class Pipeline:
             decision_id=str(uuid.uuid4()),
             turn_id=turn_id,
         )
+        tracing.annotate(call_id=call.call_id, decision_id=call.decision_id, tool=manifest.tool_id)
         with self.bound(call):
             if request.idempotency_key is None:
                 return await self.run(call)
@@ -249,17 +252,18 @@ class Pipeline:
         if not call.resumed:
             self._emit(call, "agent.tool.requested",
                        payload={"tool": call.manifest.tool_id, **self._args_view(call)})
-        decision, seconds, doc = await self.pdp.decide(
-            decision_id=call.decision_id,
-            agent_id=call.identity.agent_id,
-            team_id=call.identity.team_id,
-            roles=call.identity.roles,
-            tool=self.tool_view(call.manifest),
-            args=call.args,
-            context=call.context,
-            phase="call",
-            approval=call.approval,
-        )
+        with tracing.span("decide"):
+            decision, seconds, doc = await self.pdp.decide(
+                decision_id=call.decision_id,
+                agent_id=call.identity.agent_id,
+                team_id=call.identity.team_id,
+                roles=call.identity.roles,
+                tool=self.tool_view(call.manifest),
+                args=call.args,
+                context=call.context,
+                phase="call",
+                approval=call.approval,
+            )
         self.metrics.pdp_duration.labels(engine=decision.engine, phase="call").observe(seconds)
         record = decision_record(
             decision, doc, team_id=call.identity.team_id, agent_id=call.identity.agent_id,
@@ -356,7 +360,8 @@ class Pipeline:
 
     async def _execute(self, call: Call, decision: Decision,
                        record: DecisionRecord) -> tuple[Outcome, Ending]:
-        refused = await self._admit(call, decision)
+        with tracing.span("admit"):
+            refused = await self._admit(call, decision)
         if refused is not None:
             return await self._end(call, decision, refused, record), refused
         m = call.manifest
@@ -369,10 +374,10 @@ class Pipeline:
         self._emit(call, "agent.tool.started", payload={"tool": m.tool_id, "timeout_ms": timeout_ms})
         note = self._start_note(call, started, started + timedelta(milliseconds=timeout_ms))
         cancel_requested = self.inflight.watch(call.call_id, call.identity.team_id)
-        work = asyncio.ensure_future(forward(
+        work = asyncio.ensure_future(tracing.traced("forward", forward(
             self.nc, m, call.args, meta, timeout_s=timeout_ms / 1000.0,
             max_reply_bytes=self.settings.max_artifact_bytes, metrics=self.metrics,
-        ))
+        )))
         try:
             done, _ = await asyncio.wait({work, cancel_requested}, return_when=asyncio.FIRST_COMPLETED)
             if work not in done:
@@ -472,9 +477,10 @@ class Pipeline:
                           finished=finished)
         # Shielded: a cancelled request (shutdown) still leaves its records behind.
         if self._journal_on:
-            await asyncio.shield(self.journal.record(
-                usage=usage, call=row, decisions=[record] if record is not None else [],
-                events=call.events))
+            with tracing.span("record"):
+                await asyncio.shield(self.journal.record(
+                    usage=usage, call=row, decisions=[record] if record is not None else [],
+                    events=call.events))
         log.info("call_finished", status=e.status, code=e.code, http_status=e.http_status,
                  latency_ms=round(elapsed * 1000.0, 3), policy_revision=decision.policy_revision,
                  reasons=decision.reasons)
