@@ -1,23 +1,14 @@
-// greenfood.plugin_order: greenfood.order rebuilt over the greenfood internal API. Both forms
-// of internal() are used: internal(service, tool, args) and internal(tool, args).
+// greenfood.plugin_order: greenfood.order rebuilt over the greenfood internal API (seed 002
+// §10.1: {product_id, qty} -> {order_id, status: "created"}). One internal call per order:
+// category D tools are rate-limited to a call at a time per caller, the plugin included.
 function invoke(args, context) {
-  const inventory = internal("greenfood", "greenfood.order", { op: "get_inventory" });
-  const product = inventory.products.find((p) => p.product_id === args.product_id);
-  if (!product) {
-    throw new Error(`unknown product ${args.product_id}`);
+  let order;
+  try {
+    order = internal("greenfood", "greenfood.order", {
+      op: "create_order", product_id: args.product_id, qty: args.qty,
+    });
+  } catch (e) {
+    throw new Error(`GREENFOOD refused the order (${e.code}): ${e.message}`);
   }
-  if (product.stock < args.qty) {
-    throw new Error(`insufficient stock: ${product.product_id} has ${product.stock}, ${args.qty} requested`);
-  }
-  const order = internal("greenfood.order", {
-    op: "create_order", product_id: args.product_id, qty: args.qty,
-  });
-  return {
-    order_id: order.order_id,
-    status: order.status,
-    product_id: order.product_id,
-    qty: order.qty,
-    unit_price: product.price,
-    total: Math.round(product.price * order.qty * 100) / 100,
-  };
+  return { order_id: order.order_id, status: order.status, product_id: order.product_id, qty: order.qty };
 }
