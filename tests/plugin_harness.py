@@ -4,6 +4,7 @@ plugin host (with its real sandbox worker pool) for a test module."""
 from __future__ import annotations
 
 import base64
+import gzip
 import io
 import json
 import tarfile
@@ -47,8 +48,9 @@ def plugin_files(name: str, source: str, *, version: str = "1.0.0", category: st
 
 
 def tar_gz(files: dict[str, bytes]) -> bytes:
+    """A .tar.gz of these files, byte for byte the same for the same files."""
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
         for path, data in files.items():
             info = tarfile.TarInfo(path)
             info.size = len(data)
