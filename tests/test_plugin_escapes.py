@@ -206,3 +206,20 @@ async def test_a_sandbox_worker_is_locked_down(plugin_host) -> None:
         uid_line = next(line for line in status.splitlines() if line.startswith("Uid:"))
         assert uid_line.split()[1:] == ["65534"] * 4
         assert os.readlink(f"/proc/{pid}/root") != "/"
+
+
+async def test_an_idle_worker_killed_is_replaced_before_a_call_meets_it(pclient, escapes, plugin_host) -> None:
+    workers = plugin_host.workers
+    await workers.wait_full()
+    victims = workers.pids()
+    for pid in victims:  # every worker, while idle
+        os.kill(pid, signal.SIGKILL)
+    for _ in range(500):
+        if not set(victims) & set(workers.pids()):
+            break
+        await asyncio.sleep(0.01)
+    for i in range(workers.size + 1):
+        status, body = await invoke(pclient, escapes, "escape.ok", {"n": i})
+        assert (status, body["output"]) == (200, {"n": i}), body
+    await workers.wait_full()
+    assert not set(victims) & set(workers.pids())

@@ -186,6 +186,17 @@ class WorkerPool:
         self._workers.add(w)
         self._idle.put_nowait(w)
         self._notify()
+        watch = asyncio.ensure_future(self._watch(w))
+        self._spawning.add(watch)
+        watch.add_done_callback(self._spawning.discard)
+
+    async def _watch(self, w: Worker) -> None:
+        """A worker that dies while idle (killed from outside) is replaced at once, before a
+        call is handed to it; one that dies during a call is the call's to report."""
+        await w.proc.wait()
+        if not w.busy and w in self._workers:
+            log.warning("sandbox_worker_died_idle", pid=w.pid, code=w.proc.returncode)
+            self._retire(w)
 
     def _notify(self) -> None:
         async def tell() -> None:
@@ -234,7 +245,7 @@ class WorkerPool:
             except asyncio.TimeoutError:
                 raise PluginFailure(PLUGIN_TIMEOUT,
                                     "no sandbox worker became free before the deadline") from None
-            if w.alive and w in self._workers:
+            if w.alive and w in self._workers and not w.reader.at_eof():
                 return w
             if w in self._workers:  # died while idle
                 self._retire(w)
