@@ -41,6 +41,7 @@ const CASES = {
   recursion: () => { const f = (n) => f(n + 1) + 1; return f(0); },
   huge: () => ({ s: "x".repeat(3 << 20) }),
   not_object: () => 42,
+  big_int: () => ({ n: 2 ** 64 }),
   throws: () => { throw new Error("plugin says no"); },
   pollute_result: () => { Object.prototype.toJSON = function () { return "pwned"; }; return { a: 1 }; },
   pollute_json: () => { JSON.stringify = () => "{\"forged\": true}"; return { a: 1 }; },
@@ -69,6 +70,7 @@ const CASES = {
   },
   loop: () => { for (;;) {} },
   bad_args: () => { try { internal("math", { expr: 5 }); } catch (e) { return { caught: e.code }; } },
+  nul_args: () => { try { internal("math", { expr: "1\u0000" }); } catch (e) { return { caught: e.code }; } },
 };
 function invoke(args, context) { return CASES[args.case](args, context); }
 """
@@ -80,6 +82,7 @@ EXPECTED = {
     "loop": "plugin_timeout", "catch_loop": "plugin_timeout",
     "memory": "plugin_memory", "recursion": "plugin_memory",
     "huge": "plugin_error", "not_object": "plugin_error", "throws": "plugin_error",
+    "big_int": "plugin_error",
     "pollute_result": "plugin_error",
 }
 
@@ -138,8 +141,9 @@ async def test_the_plugin_sees_only_its_context(pclient, escapes, team) -> None:
 async def test_internal_calls_declared_and_undeclared(pclient, escapes) -> None:
     status, body = await invoke(pclient, escapes, "escape.bridge", {"case": "math"})
     assert (status, body["output"]) == (200, {"a": {"value": 14}, "b": {"value": 2}}), body
-    status, body = await invoke(pclient, escapes, "escape.bridge", {"case": "bad_args"})
-    assert (status, body["output"]) == (200, {"caught": "invalid_args"}), body
+    for case in ("bad_args", "nul_args"):
+        status, body = await invoke(pclient, escapes, "escape.bridge", {"case": case})
+        assert (status, body["output"]) == (200, {"caught": "invalid_args"}), (case, body)
     # Refusals end the call plugin_forbidden even when the plugin catches the error.
     for case in ("undeclared", "wrong_service", "plugin_tool", "tamper_internal"):
         status, body = await invoke(pclient, escapes, "escape.bridge", {"case": case})

@@ -26,6 +26,7 @@ from proxy.errors import ApiError
 from proxy.identity import Identity
 from proxy.pipeline import Pipeline
 from proxy.plugins.directory import PluginDirectory
+from services.plugins.internal import unsafe_value
 from services.plugins.manifest import service_of
 from services.sdk import protocol as p
 
@@ -109,6 +110,9 @@ class InternalRelay:
         running.internal_calls += 1
         if running.internal_calls > self._max_calls:
             return _forbidden(f"more than {self._max_calls} internal calls in one plugin call")
+        problem = unsafe_value(req.args)
+        if problem is not None:
+            return _reply(ok=False, code="invalid_args", message=f"the args hold {problem}")
         try:
             manifest = self._pipeline.resolve_tool(req.tool)
             if manifest.plugin:

@@ -28,9 +28,10 @@ from services.sdk.service import ToolDef, ToolResult
 
 log = structlog.get_logger("toolproxy.plugins.host")
 
-# Replies leave the host this long before the call's deadline, so the proxy hears the
-# plugin's own code (plugin_timeout) rather than a bus timeout.
-DEADLINE_MARGIN_S = 0.1
+# Replies leave the host this long before the call's deadline (a tenth of the budget, 0.1 to
+# 0.3 s), so the proxy hears the plugin's own code (plugin_timeout) rather than a bus timeout.
+def deadline_margin(budget_s: float) -> float:
+    return max(0.1, min(0.3, budget_s / 10))
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +141,7 @@ class PluginHost:
         async def handle(args: dict[str, Any], ctx: CallContext) -> ToolResult:
             if ctx.confidential:  # the policy already refuses: never run one anyway
                 raise PluginFailure(PLUGIN_FORBIDDEN, "plugins never run in confidential mode")
-            deadline = ctx.deadline - DEADLINE_MARGIN_S
+            deadline = ctx.deadline - deadline_margin(ctx.remaining())
             # All the plugin ever sees of the call: never the session, the message, the agent.
             context = {"agent_run_id": ctx.run_id, "team_id": ctx.team_id,
                        "capabilities": list(lp.manifest.capabilities)}

@@ -18,6 +18,29 @@ from services.sdk.manifest import is_valid_tool_name
 from services.sdk.service import CallContext
 
 MAX_REQUEST_CHARS = 1 << 20
+INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def unsafe_value(value: Any, depth: int = 0) -> str | None:
+    """Why a JSON value may not travel on as tool arguments (NUL characters never reach
+    Postgres; integers beyond 64 bits are refused, not stored), or None."""
+    if depth > 64:
+        return "nested too deeply"
+    if isinstance(value, str):
+        return "a NUL character" if "\x00" in value else None
+    if isinstance(value, bool) or value is None or isinstance(value, float):
+        return None
+    if isinstance(value, int):
+        return None if INT64[0] <= value <= INT64[1] else "an integer beyond 64 bits"
+    if isinstance(value, list):
+        return next((p for p in (unsafe_value(v, depth + 1) for v in value) if p), None)
+    if isinstance(value, dict):
+        for k, v in value.items():
+            problem = unsafe_value(k, depth + 1) or unsafe_value(v, depth + 1)
+            if problem:
+                return problem
+        return None
+    return "not JSON"
 
 
 def _error(code: str, message: str) -> dict[str, Any]:
@@ -59,6 +82,9 @@ class InternalCalls:
             return _error("invalid_args", "internal(): the tool must be a catalog tool name")
         if not isinstance(args, dict):
             return _error("invalid_args", "internal(): args must be an object")
+        problem = unsafe_value(args)
+        if problem is not None:
+            return _error("invalid_args", f"internal(): args hold {problem}")
         if service is not None and (not isinstance(service, str) or service_of(tool) != service):
             return self._refuse(f"internal(): {tool!r} is not a tool of the service {str(service)[:64]!r}")
         service = service_of(tool)

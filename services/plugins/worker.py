@@ -157,6 +157,13 @@ def cpu_used() -> float:
 # --- one call ----------------------------------------------------------------------------------
 
 
+def _int64(text: str) -> int:
+    value = int(text)
+    if not -(1 << 63) <= value < (1 << 63):
+        raise Failure("plugin_error", "the output holds an integer beyond 64 bits")
+    return value
+
+
 def _classify(exc: BaseException) -> Failure:
     if isinstance(exc, Failure):
         return exc
@@ -224,7 +231,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
             raise Failure("plugin_error", "invoke did not return a JSON value")
         if len(result) > int(limits["max_output_chars"]):
             raise Failure("plugin_error", f"the output exceeds {limits['max_output_chars']} characters")
-        output = json.loads(result)
+        output = json.loads(result, parse_int=_int64)
         if not isinstance(output, dict):
             raise Failure("plugin_error", "invoke must return an object")
     except BaseException as exc:  # every failure of the plugin ends with a stable code
