@@ -46,6 +46,7 @@ class Call:
     # An internal call of a plugin: the plugin's own call, and that call's deadline (epoch s).
     parent_call_id: str | None = None
     deadline: float | None = None
+    forwarded_at: datetime | None = None  # when it was handed to its tool
     events: list[EventRecord] = field(default_factory=list)  # emitted so far
 
     @property
