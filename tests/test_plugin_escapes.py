@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.conftest import bearer, invoke
+from tests.conftest import invoke
 from tests.plugin_harness import (  # noqa: F401  (fixtures)
     example,
     grant,

@@ -10,7 +10,6 @@ import json
 import asyncpg
 import pytest
 
-from proxy import appkeys
 from tests.conftest import bearer, invoke
 from tests.plugin_harness import (  # noqa: F401  (fixtures)
     enable,
