@@ -19,6 +19,7 @@ from pdp.point import PolicyDecisionPoint
 from pdp.policy_set import PolicySet, load_policy_dir
 from pdp.policy_store import PolicyWatcher, active_policies
 from pdp.quotas import Quota, QuotaRepository
+from pdp.team_rules import TeamRuleRepository
 from proxy import appkeys as k
 from proxy.approval_flow import ApprovalFlow
 from proxy.bus import close as close_nats
@@ -33,6 +34,7 @@ from proxy.metrics import Metrics
 from proxy.middlewares.auth import authenticate
 from proxy.middlewares.errors import errors
 from proxy.middlewares.http_metrics import http_metrics
+from proxy.middlewares.inputs import refuse_nul
 from proxy.middlewares.request_context import request_context
 from proxy.event_hub import EventHub
 from proxy.housekeeping import Housekeeping
@@ -44,6 +46,7 @@ from proxy.routes import (
     admin_governance,
     admin_grants,
     admin_quotas,
+    admin_team_rules,
     approvals,
     calls,
     events,
@@ -120,6 +123,7 @@ async def _pdp(app: web.Application) -> AsyncIterator[None]:
     app[k.GRANTS] = grants
     app[k.GRANT_REPO] = GrantRepository(pool)
     app[k.OVERRIDE_REPO] = OverrideRepository(pool)
+    app[k.TEAM_RULE_REPO] = TeamRuleRepository(pool)
     app[k.PDP] = pdp
     yield
     if watcher is not None:
@@ -204,8 +208,9 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
 
 def create_app(settings: Settings) -> web.Application:
     app = web.Application(
-        # Order, outermost first: request context -> metrics -> errors -> authentication.
-        middlewares=[request_context, http_metrics, errors, authenticate],
+        # Order, outermost first: request context -> metrics -> errors -> NUL in the target ->
+        # authentication.
+        middlewares=[request_context, http_metrics, errors, refuse_nul, authenticate],
         client_max_size=settings.max_body_bytes,
     )
     app[k.SETTINGS] = settings
@@ -213,7 +218,7 @@ def create_app(settings: Settings) -> web.Application:
     app[k.VERIFIER] = TokenVerifier(settings)
     # Created in order, released in reverse.
     app.cleanup_ctx.extend([_postgres, _nats, _pdp, _catalog, _journal, _limits, _pipeline])
-    for module in (tools, usage, admin_grants, admin_governance, admin_quotas, approvals, calls,
-                   runs, events, mcp, openai_tools, probes):
+    for module in (tools, usage, admin_grants, admin_governance, admin_quotas, admin_team_rules,
+                   approvals, calls, runs, events, mcp, openai_tools, probes):
         app.router.add_routes(module.routes)
     return app

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from pdp.grants import is_valid_capability
 from proxy.appkeys import CATALOG, GRANT_REPO, identity_of
@@ -13,17 +11,16 @@ from proxy.body import read_model
 from proxy.errors import Forbidden, InvalidRequest, NotFound, UnknownTool
 from proxy.identity import ID_PATTERN, Identity, is_valid_id
 from proxy.routes.tools import json_response
+from proxy.strict import CAPABILITY_PATTERN, StrictModel, Timestamp
 
 routes = web.RouteTableDef()
 
 
-class GrantRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class GrantRequest(StrictModel):
     team_id: str = Field(pattern=ID_PATTERN, max_length=64)
     agent_id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=64)
-    capability: str = Field(max_length=80)
-    expires_at: datetime | None = None
+    capability: str = Field(pattern=CAPABILITY_PATTERN, max_length=80)
+    expires_at: Timestamp | None = None
 
 
 def require_governance(identity: Identity, team_id: str | None) -> None:

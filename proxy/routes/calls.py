@@ -4,7 +4,6 @@ team's call does not exist for the caller)."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 from aiohttp import web
 
@@ -12,6 +11,7 @@ from proxy.appkeys import APPROVAL_FLOW, PIPELINE, POOL, identity_of
 from proxy.calls import TERMINAL, read_call
 from proxy.errors import Conflict, Forbidden, NotFound
 from proxy.output import read_artifact
+from proxy.params import path_uuid
 from proxy.routes.tools import json_response
 
 routes = web.RouteTableDef()
@@ -26,7 +26,8 @@ class CallNotRunning(Conflict):
 @routes.get("/v1/calls/{call_id}")
 async def get_call(request: web.Request) -> web.Response:
     identity = identity_of(request)
-    call = await read_call(request.app[POOL], request.match_info["call_id"], identity.team_id)
+    call_id = path_uuid(request, "call_id", "no such call")
+    call = await read_call(request.app[POOL], call_id, identity.team_id)
     if call is None:
         raise NotFound("no such call")
     return json_response(200, call)
@@ -40,11 +41,7 @@ async def cancel_call(request: web.Request) -> web.Response:
     identity = identity_of(request)
     pool = request.app[POOL]
     pipeline = request.app[PIPELINE]
-    call_id = request.match_info["call_id"]
-    try:
-        uuid.UUID(call_id)
-    except ValueError:
-        raise NotFound("no such call") from None
+    call_id = path_uuid(request, "call_id", "no such call")
     by = f"{identity.role}:{identity.agent_id}"
     call = await read_call(pool, call_id, identity.team_id)
     if call is None:
@@ -80,7 +77,8 @@ async def cancel_call(request: web.Request) -> web.Response:
 @routes.get("/v1/artifacts/{artifact_id}")
 async def get_artifact(request: web.Request) -> web.Response:
     identity = identity_of(request)
-    row = await read_artifact(request.app[POOL], request.match_info["artifact_id"], identity.team_id)
+    artifact_id = path_uuid(request, "artifact_id", "no such artifact")
+    row = await read_artifact(request.app[POOL], artifact_id, identity.team_id)
     if row is None:
         raise NotFound("no such artifact")
     return web.Response(body=row["content"], content_type=row["media_type"],

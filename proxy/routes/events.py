@@ -8,9 +8,10 @@ import orjson
 from aiohttp import web
 
 from proxy.appkeys import EVENT_HUB, POOL, identity_of
-from proxy.errors import ApiError, InvalidRequest
+from proxy.errors import ApiError
 from proxy.identity import Identity
 from proxy.events import read_events
+from proxy.params import query_int
 from proxy.routes.tools import json_response
 
 routes = web.RouteTableDef()
@@ -20,23 +21,11 @@ KEEPALIVE_S = 15.0
 STREAM_MAX_S = 3600.0  # then the client reconnects with Last-Event-ID
 
 
-def _int(value: str | None, name: str, default: int) -> int:
-    if value is None or value == "":
-        return default
-    try:
-        n = int(value)
-    except ValueError:
-        raise InvalidRequest(f"{name} must be an integer") from None
-    if n < 0:
-        raise InvalidRequest(f"{name} must not be negative")
-    return n
-
-
 @routes.get("/v1/events")
 async def poll(request: web.Request) -> web.Response:
     identity = identity_of(request)
-    cursor = _int(request.query.get("cursor"), "cursor", 0)
-    limit = min(max(_int(request.query.get("limit"), "limit", 100), 1), MAX_LIMIT)
+    cursor = query_int(request.query, "cursor", 0)
+    limit = query_int(request.query, "limit", 100, lo=1, hi=MAX_LIMIT)
     events = await read_events(request.app[POOL], identity.team_id, cursor, limit)
     return json_response(200, {"events": events, "cursor": events[-1]["sequence"] if events else cursor})
 
@@ -63,7 +52,9 @@ async def stream(request: web.Request) -> web.StreamResponse:
 
 
 async def _stream(request: web.Request, identity: Identity) -> web.StreamResponse:
-    cursor = _int(request.headers.get("Last-Event-ID") or request.query.get("cursor"), "cursor", 0)
+    resume_from = request.headers.get("Last-Event-ID")
+    cursor = (query_int({"Last-Event-ID": resume_from}, "Last-Event-ID", 0) if resume_from
+              else query_int(request.query, "cursor", 0))
     pool = request.app[POOL]
     hub = request.app[EVENT_HUB]
     resp = web.StreamResponse(headers={
