@@ -128,7 +128,11 @@ OPERATIONS: list[Op] = [
        {200: obj(["events", "cursor"], {"events": array_of(ref("Event")), "cursor": {"type": "integer"}})},
        params=(CURSOR, Param("limit", _int(1, MAX_LIMIT, 100)))),
     Op("get", "/v1/events/stream", "events", "Events as server-sent events (Last-Event-ID)",
-       {200: ("text/event-stream", STR)},
+       # Before OpenAPI 3.2, `schema` of text/event-stream describes each event.
+       {200: ("text/event-stream", obj(["id", "event", "data"], {
+           "id": {"type": "string", "pattern": "^[0-9]+$"}, "event": STR,
+           "data": {"type": "string", "contentMediaType": JSON,
+                    "contentSchema": ref("Event")}}))},
        params=(CURSOR, Param("Last-Event-ID", _int(0, INT64_MAX), "header",
                              "resume after this sequence (wins over cursor)"))),
     Op("get", "/v1/approvals", "governance", "Calls awaiting (or past) approval",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Annotated, Any, Literal
 
 from aiohttp import web
@@ -28,6 +29,12 @@ routes = web.RouteTableDef()
 class PolicyRejected(ApiError):
     code = "policy_invalid"
     http_status = 400
+
+
+# The entrypoint every decision comes from (pdp.policy_set.ENTRYPOINT): a set without it would
+# compile, pass its tests, and then answer policy_undefined (503) to every call of every team.
+_DECIDES = re.compile(r"^package\s+toolproxy\.authz\s*$.*?^(?:default\s+)?decision\b",
+                      re.M | re.S | re.ASCII)
 
 
 RESULTS = ("allow", "deny", "approval_required", "error")
@@ -141,6 +148,8 @@ async def push_policies(request: web.Request) -> web.Response:
         modules={k: v for k, v in body.modules.items() if not k.endswith("_test.rego")},
         tests={k: v for k, v in body.modules.items() if k.endswith("_test.rego")},
     )
+    if not any(_DECIDES.search(source) for source in policies.modules.values()):
+        raise PolicyRejected("no module defines the decision: package toolproxy.authz, rule `decision`")
     # In a child process: some sources abort rego-cpp, which must not take this proxy down.
     # The pushed *_test.rego tests must pass too.
     results = await asyncio.to_thread(run_policy_tests, policies)

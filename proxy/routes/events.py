@@ -7,7 +7,7 @@ import time
 import orjson
 from aiohttp import web
 
-from proxy.appkeys import EVENT_HUB, POOL, identity_of
+from proxy.appkeys import EVENT_HUB, POOL, SETTINGS, identity_of
 from proxy.errors import ApiError
 from proxy.identity import Identity
 from proxy.events import read_events
@@ -18,7 +18,6 @@ routes = web.RouteTableDef()
 
 MAX_LIMIT = 1000
 KEEPALIVE_S = 15.0
-STREAM_MAX_S = 3600.0  # then the client reconnects with Last-Event-ID
 
 
 @routes.get("/v1/events")
@@ -61,7 +60,7 @@ async def _stream(request: web.Request, identity: Identity) -> web.StreamRespons
         "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
     })
     await resp.prepare(request)
-    ends = time.monotonic() + STREAM_MAX_S
+    ends = time.monotonic() + request.app[SETTINGS].events_stream_max_s
     last_write = time.monotonic()
     while time.monotonic() < ends:
         events = await read_events(pool, identity.team_id, cursor, 500)
@@ -76,7 +75,7 @@ async def _stream(request: web.Request, identity: Identity) -> web.StreamRespons
         if time.monotonic() - last_write >= KEEPALIVE_S:
             await resp.write(b": keepalive\n\n")
             last_write = time.monotonic()
-        await hub.wait(identity.team_id, timeout=KEEPALIVE_S)
+        await hub.wait(identity.team_id, timeout=max(0.0, min(KEEPALIVE_S, ends - time.monotonic())))
     return resp
 
 
