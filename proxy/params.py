@@ -39,7 +39,7 @@ def path_uuid(request: web.Request, name: str, missing: str) -> str:
 def query_int(query: Mapping[str, str], name: str, default: int, *, lo: int = 0,
               hi: int = INT64_MAX) -> int:
     raw = query.get(name)
-    if raw is None or raw == "":
+    if raw is None:
         return default
     if _INTEGER.fullmatch(raw) is None or not lo <= int(raw) <= hi:
         raise InvalidRequest(f"{name} must be an integer from {lo} to {hi}")

@@ -15,7 +15,7 @@ import re
 from datetime import datetime, timezone
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
 from pdp.grants import CAPABILITY_RE
 from services.sdk.manifest import TOOL_NAME_MAX, TOOL_NAME_RE
@@ -91,9 +91,25 @@ def _utc(value: datetime) -> datetime:
         raise ValueError("the time is out of range") from None
 
 
+def _integral(value: Any) -> Any:
+    # JSON has one number type, and JSON Schema counts 5.0 as an integer: so does the server.
+    # Anything else (5.5, "5", true) goes on to the strict check and is refused there.
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def bounded_int(*, ge: int | None = None, gt: int | None = None, le: int = INT64_MAX) -> Any:
+    """An integer within bounds (5.0 counts). The bounds come first so that the document
+    states them as JSON Schema (minimum/maximum) under the validator."""
+    return Annotated[int, Field(ge=ge, gt=gt, le=le), BeforeValidator(_integral)]
+
+
 # Request-side types: what the document states, the server enforces.
-Int64 = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX)]
-Count = Annotated[int, Field(ge=0, le=INT64_MAX)]
+Int64 = bounded_int(ge=INT64_MIN)
+Count = bounded_int(ge=0)
+TimeoutMs = bounded_int(gt=0, le=60_000)
+PerMinute = bounded_int(ge=0, le=1_000_000)
 Amount = Annotated[float, Field(ge=0, le=1e300)]  # finite (models refuse inf/nan)
 Timestamp = Annotated[AwareDatetime, AfterValidator(_utc)]
 

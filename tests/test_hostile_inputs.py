@@ -256,7 +256,7 @@ async def test_nul_through_mcp_and_openai_is_refused_before_anything_runs(client
     ("/v1/tools/invoke", '{"tool": "math", "args": {"expr": "1"}, "idempotency_key": 5}'),
     ("/v1/tools/invoke", '{"tool": "math", "args": []}'),
     ("/v1/runs", '{"budget": {"max_calls": "5"}}'),
-    ("/v1/runs", '{"budget": {"max_calls": 5.0}}'),
+    ("/v1/runs", '{"budget": {"max_calls": 5.5}}'),
     ("/v1/runs", '{"budget": {"max_calls": true}}'),
     ("/v1/runs", ""),
     ("/v1/openai/tool_calls", '{"tool_calls": [{"id": 1, "function": {"name": "math"}}]}'),
@@ -283,3 +283,36 @@ async def test_admin_coercions_are_refused(client, token, team) -> None:
         r = await client.post(path, headers=bearer(admin), json=body)
         out = await r.json()
         assert refused(r.status, out), (path, body, r.status, out)
+
+
+async def test_integral_numbers_count_as_integers(client, token, team) -> None:
+    """JSON Schema's integer includes 5.0: so does the server (5.5 and "5" are refused above)."""
+    status, body = await post_raw(client, "/v1/runs", token(team=team), '{"budget": {"max_calls": 5.0}}')
+    assert status == 201 and body["budget"]["max_calls"] == 5, body
+
+
+async def test_empty_parameters_are_not_absent_ones(client, token, team) -> None:
+    admin = token(agent="root", team="ops", role="admin")
+    for path in ("/v1/admin/grants?team_id=", "/v1/admin/team-rules?team_id=", "/v1/events?cursor=",
+                 "/v1/admin/decisions?limit="):
+        status, out = await get(client, path, admin)
+        assert refused(status, out), (path, status, out)
+
+
+async def test_the_document_uses_json_schema_keywords_only(client) -> None:
+    """Constraints reach the document as minimum/maximum..., never as pydantic's ge/le."""
+    doc = await (await client.get("/openapi.json")).json()
+    found: list[str] = []
+
+    def walk(node: Any, where: str) -> None:
+        if isinstance(node, dict):
+            if "properties" not in where.rsplit("/", 1)[-1]:
+                found.extend(f"{where}/{k}" for k in ("ge", "le", "gt", "lt") if k in node)
+            for k, v in node.items():
+                walk(v, f"{where}/{k}")
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, f"{where}/{i}")
+
+    walk(doc["components"]["schemas"], "#")
+    assert not found, found

@@ -20,7 +20,7 @@ from proxy.identity import ID_PATTERN
 from proxy.params import query_choice, query_id, query_int, query_time, query_uuid
 from proxy.routes.admin_grants import governed_team, require_governance
 from proxy.routes.tools import json_response
-from proxy.strict import TOOL_NAME_PATTERN, StrictModel, Timestamp
+from proxy.strict import TOOL_NAME_PATTERN, PerMinute, StrictModel, Timestamp, TimeoutMs
 from services.sdk.manifest import TOOL_NAME_MAX, is_valid_tool_name
 
 routes = web.RouteTableDef()
@@ -56,8 +56,8 @@ class OverrideRequest(StrictModel):
     agent_id: str = Field(pattern=ID_PATTERN, max_length=64)
     tool: str = Field(pattern=TOOL_NAME_PATTERN, max_length=TOOL_NAME_MAX)
     effect: Literal["allow", "deny"] = "allow"
-    timeout_ms: int | None = Field(default=None, gt=0, le=60_000)
-    rate_per_minute: int | None = Field(default=None, ge=0, le=1_000_000)
+    timeout_ms: TimeoutMs | None = None
+    rate_per_minute: PerMinute | None = None
     reason: str = Field(default="", max_length=500)
     expires_at: Timestamp | None = None
 

@@ -33,7 +33,9 @@ def require_governance(identity: Identity, team_id: str | None) -> None:
 def governed_team(request: web.Request, identity: Identity) -> str | None:
     """The team a governance read covers: `?team_id=` (validated), else the caller's own team;
     None (every team) only for admins. Raises unless the caller may read it."""
-    team = request.query.get("team_id") or (None if identity.is_admin else identity.team_id)
+    team = request.query.get("team_id")  # given but empty is not "every team": invalid
+    if team is None and not identity.is_admin:
+        team = identity.team_id
     if team is not None and not is_valid_id(team):
         raise InvalidRequest("team_id is not a valid id")
     require_governance(identity, team)

@@ -9,7 +9,7 @@ for subjects of that team.
 from __future__ import annotations
 
 from aiohttp import web
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from pdp.team_rules import TeamRuleRepository
 from proxy.appkeys import CATALOG, TEAM_RULE_REPO, identity_of
@@ -18,7 +18,7 @@ from proxy.errors import NotFound, UnknownTool
 from proxy.identity import ID_PATTERN
 from proxy.routes.admin_grants import governed_team, require_governance
 from proxy.routes.tools import json_response
-from proxy.strict import TOOL_NAME_PATTERN, StrictModel, Timestamp
+from proxy.strict import TOOL_NAME_PATTERN, PerMinute, StrictModel, Timestamp, TimeoutMs
 from services.sdk.manifest import TOOL_NAME_MAX
 
 routes = web.RouteTableDef()
@@ -29,11 +29,22 @@ class TeamRuleKey(StrictModel):
     tool: str = Field(pattern=TOOL_NAME_PATTERN, max_length=TOOL_NAME_MAX)
 
 
+# The document states the model validator's rule: at least one field tightens something.
+_TIGHTENS = {"anyOf": [
+    {"required": ["deny"], "properties": {"deny": {"const": True}}},
+    {"required": ["require_approval"], "properties": {"require_approval": {"const": True}}},
+    {"required": ["timeout_ms"], "properties": {"timeout_ms": {"type": "integer"}}},
+    {"required": ["rate_per_minute"], "properties": {"rate_per_minute": {"type": "integer"}}},
+]}
+
+
 class TeamRuleRequest(TeamRuleKey):
+    model_config = ConfigDict(json_schema_extra=_TIGHTENS)
+
     deny: bool = False
     require_approval: bool = False
-    timeout_ms: int | None = Field(default=None, gt=0, le=60_000)
-    rate_per_minute: int | None = Field(default=None, ge=0, le=1_000_000)
+    timeout_ms: TimeoutMs | None = None
+    rate_per_minute: PerMinute | None = None
     reason: str = Field(default="", max_length=500)
     expires_at: Timestamp | None = None
 

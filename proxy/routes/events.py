@@ -51,9 +51,9 @@ async def stream(request: web.Request) -> web.StreamResponse:
 
 
 async def _stream(request: web.Request, identity: Identity) -> web.StreamResponse:
-    resume_from = request.headers.get("Last-Event-ID")
-    cursor = (query_int({"Last-Event-ID": resume_from}, "Last-Event-ID", 0) if resume_from
-              else query_int(request.query, "cursor", 0))
+    cursor = query_int(request.query, "cursor", 0)
+    if "Last-Event-ID" in request.headers:  # the browser's reconnect: it wins over ?cursor=
+        cursor = query_int(request.headers, "Last-Event-ID", cursor)
     pool = request.app[POOL]
     hub = request.app[EVENT_HUB]
     resp = web.StreamResponse(headers={
