@@ -29,8 +29,9 @@ INT64_MAX = 2**63 - 1
 _NUL_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
 # What could be an integer beyond 64 bits (19+ digits), a float that overflows to infinity
 # (3+ exponent digits, or 19+ digits), or a NaN/Infinity token (pydantic's parser takes them):
-# digits folded to "0" and "E" to "e" in one C pass, then plain substring searches (several
-# times faster than one regex with alternatives, ~3 ms per MiB).
+# digits folded to "0" and "E" to "e" in one C pass, then plain substring searches, each
+# behind a cheaper one (no "000" in the folded text: no long number at all). Several times
+# faster than one regex with alternatives: bench/inputs.py.
 _FOLD = bytes.maketrans(b"123456789E", b"000000000e")
 _SUSPECTS = (b"0" * 19, b"e000", b"e+000", b"e-000")
 
@@ -44,8 +45,8 @@ def json_text_problem(text: bytes | str) -> str | None:
     data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
     if b"\\u0000" in data and _NUL_ESCAPE.search(data) is not None:
         return NUL_MESSAGE
-    folded = data.translate(_FOLD)
-    if not (any(s in folded for s in _SUSPECTS) or b"NaN" in data or b"Infinity" in data):
+    if not (_long_number(data) or (b"N" in data and b"NaN" in data)
+            or (b"I" in data and b"Infinity" in data)):
         return None
     try:
         value = json.loads(text)  # exact integers, and NaN/Infinity/1e400 as floats
@@ -56,6 +57,11 @@ def json_text_problem(text: bytes | str) -> str | None:
     except ValueError:  # an integer too long to convert (over 4300 digits)
         return INT_MESSAGE
     return value_problem(value)
+
+
+def _long_number(data: bytes) -> bool:
+    folded = data.translate(_FOLD)
+    return b"000" in folded and any(s in folded for s in _SUSPECTS)
 
 
 def value_problem(value: Any) -> str | None:
