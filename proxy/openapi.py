@@ -76,7 +76,8 @@ DATE: Schema = {"type": "string", "format": "date", "pattern": "^[0-9]{4}-[0-9]{
 DATE_TIME: Schema = {"type": "string", "format": "date-time", "maxLength": 40}
 # Path parameters by name: the shapes the routes accept (anything else is 404).
 PATH_PARAMS: dict[str, Schema] = {"run_id": ID_SCHEMA, "call_id": UUID_SCHEMA,
-                                  "approval_id": UUID_SCHEMA, "artifact_id": UUID_SCHEMA}
+                                  "result_id": UUID_SCHEMA, "approval_id": UUID_SCHEMA,
+                                  "artifact_id": UUID_SCHEMA}
 
 TEAM = Param("team_id", ID_SCHEMA, description="another team (admins; governance: its own only)")
 LIMIT = Param("limit", _int(1, 1000, 100))
@@ -108,6 +109,8 @@ OPERATIONS: list[Op] = [
        {200: listing("tools", ref("CatalogEntry"))}),
     Op("get", "/v1/calls/{call_id}", "calls", "A call: status, timing, output, references",
        {200: ref("Call"), 404: ref("Error")}),
+    Op("get", "/v1/results/{result_id}", "calls", "A call's result by its result_id",
+       {200: ref("Result"), 404: ref("Error")}),
     Op("post", "/v1/calls/{call_id}/resume", "calls", "Run an approved call (exactly once)",
        {**CALL_OUTCOMES, 499: ref("Error")}, ResumeBody, body_required=False),
     Op("post", "/v1/calls/{call_id}/cancel", "calls", "Cancel a running or held call",

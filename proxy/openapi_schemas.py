@@ -99,6 +99,11 @@ CALL = obj(["call_id", "status", "tool", "team_id", "agent_id", "created_at"], {
     "tokens_used": NUM, "cost_1t": NUM, "diagnostic": OPT_STR, "approval_id": OPT_STR, **REFS,
 })
 
+RESULT = obj(["result_id", "call_id", "tool", "status"], {
+    "result_id": STR, "call_id": STR, "tool": STR, "status": STR, "output": ANY, "error": ANY,
+    "tokens_used": NUM, "cost_1t": NUM, "finished_at": OPT_TIME, **REFS,
+})
+
 RUN = obj(["run_id", "team_id", "agent_id", "status", "budget", "used"], {
     "run_id": STR, "team_id": STR, "agent_id": STR, "status": STR,
     "budget": obj(["max_calls", "max_tokens", "max_cost_1t"],
@@ -175,7 +180,7 @@ JSONRPC_MESSAGE = obj(["jsonrpc"], {
 SCHEMAS: dict[str, Schema] = {
     "Error": ERROR, "ErrorDetail": ERROR_DETAIL, "CallResult": CALL_RESULT,
     "AuthorizationRequired": AUTHORIZATION_REQUIRED, "CatalogEntry": CATALOG_ENTRY,
-    "Call": CALL, "Run": RUN, "RunDetail": RUN_DETAIL, "Event": EVENT, "Approval": APPROVAL,
+    "Call": CALL, "Result": RESULT, "Run": RUN, "RunDetail": RUN_DETAIL, "Event": EVENT, "Approval": APPROVAL,
     "Grant": GRANT, "Override": OVERRIDE, "TeamRule": TEAM_RULE, "Quota": QUOTA,
     "Decision": DECISION, "JsonRpcError": JSONRPC_ERROR, "JsonRpcResult": JSONRPC_RESULT,
     "JsonRpcResponse": JSONRPC_RESPONSE, "JsonRpcMessage": JSONRPC_MESSAGE,
