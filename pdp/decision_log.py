@@ -34,6 +34,8 @@ class DecisionRecord(BaseModel):
     latency_us: float
     call_id: str | None
     input: dict[str, Any] | None
+    # What the policy answered, whole (records journaled before this field have none).
+    output: dict[str, Any] | None = None
 
 
 def redact_input(doc: dict[str, Any], redact: list[str], confidential: bool) -> dict[str, Any]:
@@ -47,6 +49,17 @@ def redact_input(doc: dict[str, Any], redact: list[str], confidential: bool) -> 
     elif redact:
         out["args"] = {k: (REDACTED if k in redact else v) for k, v in args.items()}
     return out
+
+
+def output_of(decision: Decision) -> dict[str, Any]:
+    """The decision as the policy gave it (or as the PDP failed closed), for the log."""
+    return {
+        "allow": decision.allow,
+        "require_approval": decision.require_approval,
+        "reasons": decision.reasons,
+        "obligations": decision.obligations.model_dump(mode="json", exclude_none=True),
+        "error_code": decision.error_code,
+    }
 
 
 def result_of(decision: Decision) -> str:
@@ -86,18 +99,20 @@ def decision_record(
         latency_us=latency_s * 1e6,
         call_id=call_id,
         input=redact_input(doc, decision.obligations.redact, confidential) if doc else None,
+        output=output_of(decision),
     )
 
 
 _INSERT = """
 INSERT INTO decisions (decision_id, time, policy_revision, engine, team_id, agent_id, roles, tool,
-                       phase, result, reasons, error_code, latency_us, call_id, input)
+                       phase, result, reasons, error_code, latency_us, call_id, input, output)
 SELECT d, t, rev, eng, team, agent, roles::jsonb, tool, phase, res, reasons::jsonb, code, lat,
-       call, inp::jsonb
+       call, inp::jsonb, outp::jsonb
 FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[],
             $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
-            $13::float8[], $14::uuid[], $15::text[])
-     AS b(d, t, rev, eng, team, agent, roles, tool, phase, res, reasons, code, lat, call, inp)
+            $13::float8[], $14::uuid[], $15::text[], $16::text[])
+     AS b(d, t, rev, eng, team, agent, roles, tool, phase, res, reasons, code, lat, call, inp,
+          outp)
 ON CONFLICT (decision_id) DO NOTHING
 """
 
@@ -105,7 +120,7 @@ ON CONFLICT (decision_id) DO NOTHING
 async def write_decisions(conn: asyncpg.Connection | asyncpg.Pool, records: list[DecisionRecord]) -> None:
     if not records:
         return
-    cols: list[list[Any]] = [[] for _ in range(15)]
+    cols: list[list[Any]] = [[] for _ in range(16)]
     for r in records:
         # JSON columns travel as text (asyncpg would read nested lists as array dimensions).
         values = (
@@ -114,6 +129,7 @@ async def write_decisions(conn: asyncpg.Connection | asyncpg.Pool, records: list
             orjson.dumps(r.reasons).decode(), r.error_code, r.latency_us,
             uuid.UUID(r.call_id) if r.call_id else None,
             orjson.dumps(r.input).decode() if r.input is not None else None,
+            orjson.dumps(r.output).decode() if r.output is not None else None,
         )
         for col, v in zip(cols, values):
             col.append(v)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import asyncpg
 import structlog
@@ -26,8 +27,11 @@ async def active_policies(pool: asyncpg.Pool) -> PolicySet | None:
     return PolicySet(modules=dict(row["modules"]), tests={})
 
 
-async def activate(pool: asyncpg.Pool, policies: PolicySet, *, created_by: str) -> str:
-    """Store the revision (content-addressed) and make it the active one; NOTIFY follows."""
+async def activate(pool: asyncpg.Pool, policies: PolicySet, *, created_by: str,
+                   test_results: list[dict[str, Any]] | None = None) -> str:
+    """Store the revision (content-addressed) and make it the active one; NOTIFY follows.
+    With `test_results`, the unit tests it was pushed with and their results are kept beside
+    it, in the same transaction (the latest push of a revision wins)."""
     revision = policies.revision
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute(
@@ -41,6 +45,13 @@ async def activate(pool: asyncpg.Pool, policies: PolicySet, *, created_by: str) 
                                                      activated_at = now()""",
             revision,
         )
+        if test_results is not None:
+            await conn.execute(
+                """INSERT INTO policy_test_runs (revision, tests, results) VALUES ($1, $2, $3)
+                   ON CONFLICT (revision) DO UPDATE SET tests = EXCLUDED.tests,
+                                                        results = EXCLUDED.results, ran_at = now()""",
+                revision, policies.tests, test_results,
+            )
     return revision
 
 
@@ -57,6 +68,21 @@ async def revisions(pool: asyncpg.Pool, limit: int = 20) -> list[dict[str, objec
          "created_at": r["created_at"].isoformat(), "active": r["active"], "files": r["files"]}
         for r in rows
     ]
+
+
+async def revision_modules(pool: asyncpg.Pool, revision: str) -> dict[str, str] | None:
+    """The modules of a pushed revision (None: not pushed through the API)."""
+    row = await pool.fetchrow("SELECT modules FROM policies WHERE revision = $1", revision)
+    return None if row is None else dict(row["modules"])
+
+
+async def revision_tests(pool: asyncpg.Pool, revision: str) -> dict[str, Any] | None:
+    row = await pool.fetchrow(
+        "SELECT tests, results, ran_at FROM policy_test_runs WHERE revision = $1", revision)
+    if row is None:
+        return None
+    return {"tests": sorted(row["tests"]), "results": list(row["results"]),
+            "ran_at": row["ran_at"].isoformat()}
 
 
 class PolicyWatcher:

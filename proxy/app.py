@@ -29,6 +29,7 @@ from proxy.bus import Reconnects, connect
 from proxy.bus import close as close_nats
 from proxy.catalog import Catalog
 from proxy.config import Settings
+from proxy.console import app as console
 from proxy.db import create_pool
 from proxy.journal import Journal
 from proxy.limits.counters import Counters
@@ -272,4 +273,5 @@ def create_app(settings: Settings) -> web.Application:
                    approvals, calls, runs, events, mcp, openai_tools, plugin_routes, probes,
                    turn_routes):
         app.router.add_routes(module.routes)
+    console.setup(app)
     return app

@@ -17,6 +17,8 @@ from pdp.team_rules import TeamRuleRepository
 from proxy.approval_flow import ApprovalFlow
 from proxy.bus import Reconnects
 from proxy.catalog import Catalog
+from proxy.console.session import Session as ConsoleSession
+from proxy.console.state import Console
 from proxy.event_hub import EventHub
 from proxy.config import Settings
 from proxy.identity import Identity
@@ -55,8 +57,10 @@ PLUGIN_DIRECTORY = web.AppKey("plugin_directory", PluginDirectory)
 PLUGIN_REGISTRY = web.AppKey("plugin_registry", PluginRegistry)
 PLUGIN_RELAY = web.AppKey("plugin_relay", InternalRelay)
 TURNS: web.AppKey[TurnRuntime] = web.AppKey("turns")
+CONSOLE = web.AppKey("console", Console)
 
 IDENTITY = web.RequestKey("identity", Identity)  # set by the authentication middleware
+CONSOLE_SESSION = web.RequestKey("console_session", ConsoleSession)  # when a session authenticated
 
 
 def identity_of(request: web.Request) -> Identity:

@@ -82,6 +82,12 @@ class Settings(BaseSettings):
     model_timeout_s: float = Field(default=60.0, gt=0, le=600)
     model_max_retries: int = Field(default=1, ge=0, le=5)
 
+    # The governance console (proxy/console): how long a session lives at most (never past
+    # the token it was opened with), and the per-identity rate guard on its mutations.
+    console_session_ttl_s: int = Field(default=8 * 3600, ge=60, le=7 * 24 * 3600)
+    console_mutations_per_minute: float = Field(default=60.0, gt=0, le=60_000)
+    console_mutations_burst: int = Field(default=20, ge=1, le=10_000)
+
     # Benchmarks only ("limits", "journal"): switches parts of the pipeline off to measure what
     # they cost. With "journal" off nothing is billed or logged; never set it in production.
     bench_disable: str = ""

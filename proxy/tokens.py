@@ -92,18 +92,22 @@ class TokenVerifier:
         self._verified: OrderedDict[str, tuple[float, Identity]] = OrderedDict()
 
     def verify(self, token: str) -> Identity:
+        return self.verify_until(token)[0]
+
+    def verify_until(self, token: str) -> tuple[Identity, float]:
+        """The identity and when the token expires (epoch seconds)."""
         if len(token) > 4096:
             raise Unauthenticated("token too long")
         hit = self._verified.get(token)
         if hit is not None:
             if hit[0] > time.time():
-                return hit[1]
+                return hit[1], hit[0]
             del self._verified[token]
         identity, expires = self._decode(token)
         self._verified[token] = (expires, identity)
         if len(self._verified) > _VERIFIED_MAX:
             self._verified.popitem(last=False)
-        return identity
+        return identity, expires
 
     def _decode(self, token: str) -> tuple[Identity, float]:
         try:

@@ -1,4 +1,6 @@
-"""Authentication: every API route needs a valid bearer token; probes and metrics do not."""
+"""Authentication: every API route needs a valid bearer token (or, for the console's own
+requests to governance routes, its session: proxy/console/auth.py); probes, metrics and the
+console's page do not."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from aiohttp.typedefs import Handler
 
 from proxy import tracing
 from proxy.appkeys import IDENTITY, VERIFIER
+from proxy.console.auth import cookie_secret, is_public, session_identity
 from proxy.errors import Unauthenticated
 
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json"})
@@ -15,9 +18,16 @@ PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json"})
 
 @web.middleware
 async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if request.path in PUBLIC_PATHS:
+    if request.path in PUBLIC_PATHS or is_public(request.path):
         return await handler(request)
     header = request.headers.get("Authorization", "")
+    if not header and cookie_secret(request) is not None:
+        identity = await session_identity(request)
+        request[IDENTITY] = identity
+        structlog.contextvars.bind_contextvars(
+            agent_id=identity.agent_id, team_id=identity.team_id, role=identity.role, console=True
+        )
+        return await handler(request)
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthenticated(

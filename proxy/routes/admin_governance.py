@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from dataclasses import asdict
 from typing import Annotated, Any, Literal
 
 from aiohttp import web
@@ -159,8 +160,10 @@ async def push_policies(request: web.Request) -> web.Response:
             raise PolicyRejected(f"the policy does not compile: {failed[0].error}")
         listed = "; ".join(f"{r.package}.{r.name}: {r.error}" for r in failed[:10])
         raise PolicyRejected(f"{len(failed)} policy test(s) failed: {listed}")
+    # The tests it was pushed with and their results are kept with it (shown by the console).
     revision = await activate(request.app[POOL], policies,
-                              created_by=f"{identity.role}:{identity.agent_id}@{identity.team_id}")
+                              created_by=f"{identity.role}:{identity.agent_id}@{identity.team_id}",
+                              test_results=[asdict(r) for r in results])
     pinned = request.app[SETTINGS].policy_dir is not None
     return json_response(201, {"revision": revision, "active": True,
                                "note": "this replica serves its TOOLPROXY_POLICY_DIR" if pinned else None})

@@ -1,0 +1,36 @@
+"""Wiring the console into the app: its routes and the resources it owns."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from proxy.appkeys import CONSOLE, LISTENER, POOL, SETTINGS
+from proxy.console import api, assets, routes
+from proxy.console.guard import RateGuard
+from proxy.console.hub import ApprovalHub
+from proxy.console.session import SessionStore
+from proxy.console.state import Console
+from proxy.limits.gcra import Rate
+
+
+async def _console(app: web.Application) -> AsyncIterator[None]:
+    s = app[SETTINGS]
+    hub = ApprovalHub(app[LISTENER])
+    await hub.start()
+    app[CONSOLE] = Console(
+        sessions=SessionStore(app[POOL]),
+        guard=RateGuard(app[POOL], Rate(per_minute=s.console_mutations_per_minute,
+                                        burst=s.console_mutations_burst)),
+        hub=hub,
+        assets=assets.load(),
+    )
+    yield
+
+
+def setup(app: web.Application) -> None:
+    """After the Postgres context (it needs the pool and the listener)."""
+    app.cleanup_ctx.append(_console)
+    app.router.add_routes(routes.routes)
+    app.router.add_routes(api.routes)
