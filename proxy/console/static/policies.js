@@ -26,12 +26,13 @@ function renderServing(box, view) {
     ? [h("p", { id: "test-summary" },
         h("span", { class: t.failed ? "failed" : "passed" }, `${t.passed} passed, ${t.failed} failed`),
         ` (${t.tests.join(", ") || "no test files"}; ran ${when(t.ran_at)})`),
-       table([
-         { label: "package", get: (r) => r.package },
-         { label: "test", get: (r) => r.name },
-         { label: "result", get: (r) => (r.passed ? "passed" : "failed"), cls: (r) => (r.passed ? "passed" : "failed") },
-         { label: "error", get: (r) => r.error || "" },
-       ], t.results)]
+       h("details", { open: t.failed > 0, id: "test-results" }, h("summary", null, `${t.results.length} tests`),
+         table([
+           { label: "package", get: (r) => r.package },
+           { label: "test", get: (r) => r.name },
+           { label: "result", get: (r) => (r.passed ? "passed" : "failed"), cls: (r) => (r.passed ? "passed" : "failed") },
+           { label: "error", get: (r) => r.error || "" },
+         ], t.results))]
     : [h("p", { class: "muted" }, "No unit test results were recorded for this revision.")];
   clear(box,
     h("dl", { class: "facts" },
