@@ -10,10 +10,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from proxy.console.routes import Login as ConsoleLogin
 from proxy.envelope import InvokeRequest
 from proxy.identity import ID_PATTERN
 from proxy.openapi_schemas import (
     ANY,
+    BOOL,
     SCHEMAS,
     STR,
     Schema,
@@ -76,6 +78,7 @@ ID_SCHEMA: Schema = {"type": "string", "pattern": ID_PATTERN, "maxLength": 64}
 UUID_SCHEMA: Schema = {"type": "string", "pattern": UUID_PATTERN, "maxLength": 36}
 DATE: Schema = {"type": "string", "format": "date", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"}
 DATE_TIME: Schema = {"type": "string", "format": "date-time", "maxLength": 40}
+TIME_SCHEMA: Schema = {"type": "string", "format": "date-time"}
 # Path parameters by name: the shapes the routes accept (anything else is 404).
 PATH_PARAMS: dict[str, Schema] = {"run_id": ID_SCHEMA, "call_id": UUID_SCHEMA,
                                   "result_id": UUID_SCHEMA, "approval_id": UUID_SCHEMA,
@@ -229,6 +232,42 @@ OPERATIONS: list[Op] = [
            ["role", "tool_call_id", "content"], {"role": {"const": "tool"}, "tool_call_id": STR,
                                                 "content": STR})),
            "results": array_of({"type": "object"})}), 403: ref("Error")}, ToolCallsBody),
+    # The console: its page and files; its session (the cookie authenticates only the
+    # console's own requests, with X-CSRF-Token, this console's Origin and Host).
+    Op("get", "/console", "console", "The governance console (a static page)",
+       {200: ("text/html", STR), 304: None}, public=True),
+    Op("get", "/console/static/{name}", "console", "The console's scripts and styles",
+       {200: ("*/*", ANY), 304: None, 404: ref("Error")}, public=True),
+    Op("post", "/console/session", "console",
+       "Exchange a governance or admin token for a session cookie (agents: 403; this console's Origin only)",
+       {201: ref("ConsoleSession"), 401: ref("Error"), 403: ref("Error"), 429: ref("Error"),
+        503: ref("Error")}, ConsoleLogin, public=True),
+    Op("get", "/console/session", "console", "The cookie's session, with its CSRF token",
+       {200: ref("ConsoleSession"), 401: ref("Error"), 403: ref("Error"), 503: ref("Error")}, public=True),
+    Op("delete", "/console/session", "console", "End the cookie's session (X-CSRF-Token, Origin)",
+       {200: obj(["ended"], {"ended": {"const": True}}), 401: ref("Error"), 403: ref("Error"),
+        503: ref("Error")}, public=True),
+    Op("get", "/console/api/inbox/stream", "console",
+       "The approvals inbox as server-sent events: snapshot, then added / removed",
+       {200: ("text/event-stream", obj(["event", "data"], {
+           "event": {"enum": ["snapshot", "added", "removed", "ended"]},
+           "data": {"type": "string", "contentMediaType": JSON,
+                    "contentSchema": {"oneOf": [
+                        obj(["now", "approvals"], {"now": TIME_SCHEMA, "approvals": array_of(ref("InboxItem"))}),
+                        obj(["now", "approval"], {"now": TIME_SCHEMA, "approval": ref("InboxItem")}),
+                        obj(["approval_id"], {"approval_id": STR})]}}})),
+        **GOVERNANCE}, params=(TEAM,)),
+    Op("get", "/console/api/policy", "console",
+       "The serving policy revision, its modules and the unit test results it was pushed with",
+       {200: obj(["serving", "modules", "tests", "revisions"], {
+           "serving": obj(["revision", "engine", "source"], {
+               "revision": STR, "engine": STR, "source": {"enum": ["pushed", "directory", "unknown"]}}),
+           "modules": {"type": "object", "additionalProperties": STR},
+           "tests": {"type": ["object", "null"]}, "revisions": array_of({"type": "object"})}),
+        **GOVERNANCE}),
+    Op("get", "/console/api/catalog", "console", "Every tool's name and class (for the console's forms)",
+       {200: listing("tools", obj(["tool_id", "category", "action"], {
+           "tool_id": STR, "category": STR, "action": STR, "requires_approval": BOOL})), **GOVERNANCE}),
     Op("get", "/healthz", "operations", "Liveness", {200: {"type": "object"}}, public=True),
     Op("get", "/readyz", "operations", "Readiness (Postgres, NATS, policy, catalog)",
        {200: {"type": "object"}, 503: {"type": "object"}}, public=True),

@@ -181,6 +181,26 @@ DECISION = obj(["decision_id", "time", "team_id", "agent_id", "tool", "phase", "
     "agent_id": STR, "tool": STR, "phase": {"enum": ["list", "call"]},
     "result": {"enum": ["allow", "deny", "approval_required", "error"]},
     "reasons": array_of(STR), "call_id": OPT_STR,
+    "input": {"type": ["object", "null"], "description": "the policy input (redacted)"},
+    "output": {"type": ["object", "null"],
+               "description": "the policy's whole answer (allow, require_approval, reasons, obligations, error_code)"},
+})
+
+# The console (proxy/console).
+CONSOLE_SESSION = obj(["identity", "csrf_token", "expires_at"], {
+    "identity": obj(["agent_id", "team_id", "role"], {
+        "agent_id": STR, "team_id": STR, "role": {"enum": ["governance", "admin"]}}),
+    "csrf_token": {"type": "string", "description": "send it as X-CSRF-Token on every console request"},
+    "expires_at": TIME,
+})
+INBOX_ITEM = obj(["approval_id", "call_id", "team_id", "agent_id", "tool", "reasons", "expires_at",
+                  "confidential", "args_hash", "args_size", "args"], {
+    "approval_id": STR, "call_id": STR, "team_id": STR, "agent_id": STR, "agent_run_id": OPT_STR,
+    "turn_id": OPT_STR, "tool": STR, "category": OPT_STR, "action": OPT_STR,
+    "reasons": array_of(STR), "policy_revision": STR, "requested_at": TIME, "expires_at": TIME,
+    "confidential": BOOL, "args_hash": STR, "args_size": INT,
+    "args": {"type": ["object", "null"], "description": "null for a confidential call (hash and size only) or one too large to show"},
+    "args_omitted": {"enum": ["confidential", "too_large", None]},
 })
 
 # JSON-RPC 2.0 on /mcp: one response, or a batch of them (2025-03-26 only).
@@ -206,7 +226,8 @@ SCHEMAS: dict[str, Schema] = {
     "Call": CALL, "Result": RESULT, "Run": RUN, "RunDetail": RUN_DETAIL, "Event": EVENT, "Approval": APPROVAL,
     "Turn": TURN, "TurnDetail": TURN_DETAIL, "TurnStep": TURN_STEP,
     "Grant": GRANT, "Override": OVERRIDE, "TeamRule": TEAM_RULE, "Quota": QUOTA,
-    "Decision": DECISION, "JsonRpcError": JSONRPC_ERROR, "JsonRpcResult": JSONRPC_RESULT,
+    "Decision": DECISION, "ConsoleSession": CONSOLE_SESSION, "InboxItem": INBOX_ITEM,
+    "JsonRpcError": JSONRPC_ERROR, "JsonRpcResult": JSONRPC_RESULT,
     "JsonRpcResponse": JSONRPC_RESPONSE, "JsonRpcMessage": JSONRPC_MESSAGE,
 }
 

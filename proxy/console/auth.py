@@ -21,7 +21,7 @@ _SCOPE_PATHS = frozenset({"/v1/approvals", "/v1/usage"})
 _SCOPE_PREFIXES = ("/console/api/", "/v1/approvals/", "/v1/admin/")
 # Served without authentication (the page, its files) or authenticating by themselves (the
 # session routes: login takes a token in its body).
-_PUBLIC_PATHS = frozenset({"/console", "/console/", "/console/session"})
+_PUBLIC_PATHS = frozenset({"/console", "/console/session"})
 
 
 def is_public(path: str) -> bool:

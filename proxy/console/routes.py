@@ -32,11 +32,6 @@ async def page(request: web.Request) -> web.Response:
     return respond(request, request.app[CONSOLE].assets["index.html"])
 
 
-@routes.get("/console/")
-async def page_slash(request: web.Request) -> web.Response:
-    raise web.HTTPPermanentRedirect("/console")
-
-
 @routes.get("/console/static/{name}")
 async def static(request: web.Request) -> web.Response:
     asset = request.app[CONSOLE].assets.get(request.match_info["name"])
