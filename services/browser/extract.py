@@ -1,0 +1,92 @@
+"""A page's title, readable text and links, without running anything (selectolax, Lexbor)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+from selectolax.lexbor import LexborHTMLParser
+
+MAX_LINKS = 200
+MAX_LINK_TEXT = 200
+MAX_LINK_URL = 2048
+MAX_TITLE = 500
+
+# Never text: code, styles, embedded documents and what only shows without scripts.
+_DROPPED = ["script", "style", "noscript", "template", "svg", "math", "iframe", "object",
+            "embed", "canvas", "head"]
+# Elements that start a new line of readable text.
+_BLOCKS = frozenset({
+    "address", "article", "aside", "blockquote", "br", "dd", "details", "div", "dl", "dt",
+    "figcaption", "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header",
+    "hr", "li", "main", "nav", "ol", "p", "pre", "section", "summary", "table", "td", "th",
+    "tr", "ul",
+})
+_SPACES = re.compile(r"[ \t\f\v\r\u00a0]+")
+_BLANK_LINES = re.compile(r"\n\s*\n+")
+
+
+@dataclass(slots=True)
+class Page:
+    title: str = ""
+    text: str = ""
+    links: list[dict[str, str]] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"title": self.title, "text": self.text, "links": self.links}
+
+
+def readable(text: str) -> str:
+    lines = (_SPACES.sub(" ", line).strip() for line in text.split("\n"))
+    return _BLANK_LINES.sub("\n\n", "\n".join(lines)).strip()
+
+
+def extract_html(html: str, base_url: str) -> Page:
+    tree = LexborHTMLParser(html)
+    title_node = tree.css_first("title")
+    title = readable(title_node.text()) if title_node is not None else ""
+    links = _links(tree, base_url)
+    tree.strip_tags(_DROPPED)
+    parts: list[str] = []
+    root = tree.body or tree.root
+    if root is not None:
+        for node in root.traverse(include_text=True):
+            if node.tag == "-text":
+                parts.append(node.text_content or "")
+            elif node.tag in _BLOCKS:
+                parts.append("\n")
+    return Page(title=title[:MAX_TITLE], text=readable("".join(parts)), links=links)
+
+
+def extract_text(text: str) -> Page:
+    return Page(text=text.replace("\r\n", "\n").strip())
+
+
+def _links(tree: LexborHTMLParser, base_url: str) -> list[dict[str, str]]:
+    base = base_url
+    base_node = tree.css_first("base[href]")
+    if base_node is not None:
+        href = (base_node.attributes.get("href") or "").strip()
+        if href:
+            base = urljoin(base_url, href)
+    seen: set[str] = set()
+    out: list[dict[str, str]] = []
+    for a in tree.css("a[href]"):
+        href = (a.attributes.get("href") or "").strip()
+        if not href or href.startswith("#"):
+            continue
+        try:
+            url = urljoin(base, href)
+            scheme = urlsplit(url).scheme.lower()
+        except ValueError:
+            continue
+        url = url.split("#", 1)[0]
+        if scheme not in ("http", "https") or len(url) > MAX_LINK_URL or url in seen:
+            continue
+        seen.add(url)
+        out.append({"url": url, "text": readable(a.text())[:MAX_LINK_TEXT]})
+        if len(out) >= MAX_LINKS:
+            break
+    return out
