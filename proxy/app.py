@@ -41,6 +41,8 @@ from proxy.inflight import InFlight
 from proxy.pipeline import Pipeline
 from proxy.runs import RunRepository
 from proxy.routes import (
+    admin_egress,
+    admin_external_apis,
     admin_governance,
     admin_grants,
     admin_quotas,
@@ -55,6 +57,7 @@ from proxy.routes import (
     usage,
 )
 from proxy.tokens import TokenVerifier
+from services.external_api.secret_box import SecretBox
 
 log = structlog.get_logger("toolproxy.app")
 
@@ -211,9 +214,10 @@ def create_app(settings: Settings) -> web.Application:
     app[k.SETTINGS] = settings
     app[k.METRICS] = Metrics()
     app[k.VERIFIER] = TokenVerifier(settings)
+    app[k.SECRET_BOX] = SecretBox(settings.secrets_key, settings.data_dir)
     # Created in order, released in reverse.
     app.cleanup_ctx.extend([_postgres, _nats, _pdp, _catalog, _journal, _limits, _pipeline])
-    for module in (tools, usage, admin_grants, admin_governance, admin_quotas, approvals, calls,
-                   runs, events, mcp, openai_tools, probes):
+    for module in (tools, usage, admin_grants, admin_governance, admin_quotas, admin_egress,
+                   admin_external_apis, approvals, calls, runs, events, mcp, openai_tools, probes):
         app.router.add_routes(module.routes)
     return app

@@ -21,6 +21,7 @@ from proxy.pipeline import Pipeline
 from proxy.tokens import TokenVerifier
 from proxy.journal import Journal
 from proxy.limits.limiter import Limiter
+from services.external_api.secret_box import SecretBox
 
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)
@@ -39,6 +40,7 @@ QUOTA_REPO = web.AppKey("quota_repo", QuotaRepository)
 PIPELINE = web.AppKey("pipeline", Pipeline)
 APPROVAL_FLOW = web.AppKey("approval_flow", ApprovalFlow)
 EVENT_HUB = web.AppKey("event_hub", EventHub)
+SECRET_BOX = web.AppKey("secret_box", SecretBox)  # seals external APIs' secrets (key loaded on first use)
 
 IDENTITY = web.RequestKey("identity", Identity)  # set by the authentication middleware
 

@@ -9,6 +9,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from proxy.envelope import InvokeRequest
+from proxy.routes.admin_egress import EgressBody
+from proxy.routes.admin_external_apis import ExternalApiBody, ExternalApiKey
 from proxy.routes.admin_governance import OverrideKey, OverrideRequest, PolicyPush
 from proxy.routes.admin_grants import GrantRequest
 from proxy.routes.admin_quotas import QuotaBody, QuotaKey
@@ -42,6 +44,11 @@ OPERATIONS: list[tuple[str, str, str, str, type[BaseModel] | None, bool]] = [
     ("post", "/v1/admin/quotas", "admin", "Set a daily quota", QuotaBody, False),
     ("get", "/v1/admin/quotas", "admin", "Quotas with today's use", None, False),
     ("post", "/v1/admin/quotas/delete", "admin", "Delete a quota", QuotaKey, False),
+    ("post", "/v1/admin/egress", "admin", "Set a team's browser.full egress allowlist", EgressBody, False),
+    ("get", "/v1/admin/egress", "admin", "Egress allowlists", None, False),
+    ("post", "/v1/admin/external-apis", "admin", "Register (or replace) an external API", ExternalApiBody, False),
+    ("get", "/v1/admin/external-apis", "admin", "Registered external APIs (never their secrets)", None, False),
+    ("post", "/v1/admin/external-apis/delete", "admin", "Remove an external API", ExternalApiKey, False),
     ("get", "/v1/admin/decisions", "admin", "The decision log", None, False),
     ("get", "/v1/admin/policies", "admin", "Serving policy revision and history", None, False),
     ("post", "/v1/admin/policies", "admin", "Push (validate, test, activate) a policy revision", PolicyPush, False),

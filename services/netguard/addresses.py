@@ -50,8 +50,10 @@ def classify(ip: IPAddress) -> Kind | None:
         return "ipv4_embedded"
     if isinstance(ip, ipaddress.IPv4Address) and ip in CGNAT:
         return "cgnat"
+    if ip.is_reserved:
+        return "reserved"
     if ip.is_private:
         return "private"
-    if ip.is_reserved or not ip.is_global:
+    if not ip.is_global:
         return "reserved"
     return None
