@@ -3,7 +3,6 @@ against the local site (refusals happen before any connection; addresses are pin
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 from collections.abc import AsyncIterator
 
@@ -15,6 +14,7 @@ from services.netguard.guard import Guard
 from services.netguard.hosts import HostPattern, PatternError, parse_patterns
 from services.netguard.urls import parse_url
 from services.sdk import ToolError
+from tests.network_flow import canary_listener
 from tests.web_site import Site, StaticResolver, resolver_table
 
 
@@ -108,20 +108,8 @@ def test_bad_host_patterns(text: str) -> None:
 
 @pytest.fixture
 async def canary() -> AsyncIterator[tuple[int, list[int]]]:
-    """A loopback listener nobody may reach: it counts the connections it accepts."""
-    accepted: list[int] = []
-
-    async def on_conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        accepted.append(1)
-        writer.close()
-
-    server = await asyncio.start_server(on_conn, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        yield port, accepted
-    finally:
-        server.close()
-        await server.wait_closed()
+    async with canary_listener() as port_and_count:
+        yield port_and_count
 
 
 def lite_fetcher(resolver: object, **guard: bool) -> Fetcher:

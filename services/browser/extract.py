@@ -24,8 +24,10 @@ _BLOCKS = frozenset({
     "hr", "li", "main", "nav", "ol", "p", "pre", "section", "summary", "table", "td", "th",
     "tr", "ul",
 })
+_BLOCK_SELECTOR = ",".join(sorted(_BLOCKS))
+_BREAK = "\ue000"
 _SPACES = re.compile(r"[ \t\f\v\r\u00a0]+")
-_BLANK_LINES = re.compile(r"\n\s*\n+")
+_BLANK_LINES = re.compile(r"\n(\s*\n)+")
 
 
 @dataclass(slots=True)
@@ -40,7 +42,7 @@ class Page:
 
 def readable(text: str) -> str:
     lines = (_SPACES.sub(" ", line).strip() for line in text.split("\n"))
-    return _BLANK_LINES.sub("\n\n", "\n".join(lines)).strip()
+    return _BLANK_LINES.sub("\n", "\n".join(lines)).strip()
 
 
 def extract_html(html: str, base_url: str) -> Page:
@@ -49,15 +51,16 @@ def extract_html(html: str, base_url: str) -> Page:
     title = readable(title_node.text()) if title_node is not None else ""
     links = _links(tree, base_url)
     tree.strip_tags(_DROPPED)
-    parts: list[str] = []
     root = tree.body or tree.root
+    text = ""
     if root is not None:
-        for node in root.traverse(include_text=True):
-            if node.tag == "-text":
-                parts.append(node.text_content or "")
-            elif node.tag in _BLOCKS:
-                parts.append("\n")
-    return Page(title=title[:MAX_TITLE], text=readable("".join(parts)), links=links)
+        # Source line breaks are spaces in HTML; lines come from block elements, marked on
+        # both sides with a private-use character before the text is taken.
+        for node in root.css(_BLOCK_SELECTOR):
+            node.insert_before(_BREAK)
+            node.insert_after(_BREAK)
+        text = root.text(separator="").replace("\n", " ").replace(_BREAK, "\n")
+    return Page(title=title[:MAX_TITLE], text=readable(text), links=links)
 
 
 def extract_text(text: str) -> Page:
