@@ -14,6 +14,7 @@ from proxy.errors import ApiError, Forbidden, InvalidRequest, NotFound
 from proxy.routes.admin_grants import require_governance
 from proxy.routes.tools import json_response
 from services.external_api import registry
+from services.external_api.secret_box import SecretUnavailable
 from services.external_api.paths import MAX_PATTERN_LENGTH, MAX_PATTERNS, PathPatternError, parse_patterns
 from services.netguard.addresses import classify
 from services.netguard.urls import MAX_URL_LENGTH, parse_url
@@ -25,6 +26,11 @@ routes = web.RouteTableDef()
 class UrlNotAllowed(ApiError):
     code = "url_not_allowed"
     http_status = 400
+
+
+class SecretsUnavailable(ApiError):
+    code = "secrets_unavailable"
+    http_status = 503
 
 
 class ExternalApiBody(BaseModel):
@@ -104,7 +110,10 @@ async def register_api(request: web.Request) -> web.Response:
     sealed = None
     if body.secret is not None:
         box = request.app[SECRET_BOX]
-        sealed = (box.seal(body.name, body.secret.get_secret_value()), box.key_id)
+        try:
+            sealed = (box.seal(body.name, body.secret.get_secret_value()), box.key_id)
+        except SecretUnavailable as exc:
+            raise SecretsUnavailable(str(exc)) from None
     api = await registry.put(
         request.app[POOL], name=body.name, base_url=base_url,
         methods=list(dict.fromkeys(body.methods)), paths=list(dict.fromkeys(body.paths)),

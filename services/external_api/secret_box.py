@@ -38,7 +38,10 @@ class SecretBox:
 
     def _load(self) -> AESGCM:
         if self._aead is None:
-            raw = _decode(self._configured.get_secret_value()) if self._configured else _key_file(self._data_dir)
+            try:
+                raw = _decode(self._configured.get_secret_value()) if self._configured else _key_file(self._data_dir)
+            except (OSError, ValueError) as exc:
+                raise SecretUnavailable(f"no usable secrets key: {exc}") from None
             self._aead = AESGCM(raw)
             self._key_id = hashlib.sha256(b"toolproxy-secret-key:" + raw).hexdigest()[:16]
         return self._aead
