@@ -210,3 +210,16 @@ async def test_bodies_are_read_up_to_the_bound(web_site: Site) -> None:
     whole = await fetch(f, web_site.url("/page"), allow)
     assert not whole.truncated and whole.content_type == "text/html"
     assert await refusal(f, web_site.url("/binary"), allow) == "unsupported_content_type"
+
+
+def test_deep_nesting_is_cut_before_parsing() -> None:
+    """Thousands of unclosed blocks would cost the parser quadratic time: only the first 128
+    levels are read; ordinary pages (implied end tags, void elements) are never cut."""
+    from services.browser.extract import MAX_NESTING, cap_nesting, extract_html
+
+    hostile = "<div>x" * 100_000
+    page = extract_html(hostile, "http://x/")
+    assert page.cut and page.text.split() == ["x"] * MAX_NESTING
+    ordinary = "<ul>" + "<li>item<br><img src=a.png>" * 5000 + "</ul>" + "<div><p>a</div>" * 5000
+    assert cap_nesting(ordinary) == (ordinary, False)
+    assert not extract_html(ordinary, "http://x/").cut

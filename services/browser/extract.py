@@ -24,6 +24,17 @@ _BLOCKS = frozenset({
     "hr", "li", "main", "nav", "ol", "p", "pre", "section", "summary", "table", "td", "th",
     "tr", "ul",
 })
+# Lexbor (like the HTML spec) walks the stack of open elements for many start tags, so a
+# document nesting thousands of unclosed elements costs quadratic time: parsing stops at the
+# 128th level (real pages stay far below), by a cheap linear estimate: start tags minus end
+# tags, leaving out void elements and those whose end tag is implied.
+MAX_NESTING = 128
+_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9-]{0,30})", re.ASCII)
+_NOT_NESTING = frozenset({
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source",
+    "track", "wbr", "keygen", "p", "li", "dt", "dd", "option", "optgroup", "rb", "rt", "rtc", "rp",
+    "tr", "td", "th", "thead", "tbody", "tfoot", "colgroup", "caption", "html", "head", "body",
+})
 _BLOCK_SELECTOR = ",".join(sorted(_BLOCKS))
 _BREAK = "\ue000"
 _SPACES = re.compile(r"[ \t\f\v\r\u00a0]+")
@@ -35,6 +46,7 @@ class Page:
     title: str = ""
     text: str = ""
     links: list[dict[str, str]] = field(default_factory=list)
+    cut: bool = False  # the document nested too deep: only its beginning was read
 
     def as_json(self) -> dict[str, Any]:
         return {"title": self.title, "text": self.text, "links": self.links}
@@ -45,7 +57,23 @@ def readable(text: str) -> str:
     return _BLANK_LINES.sub("\n", "\n".join(lines)).strip()
 
 
+def cap_nesting(html: str, limit: int = MAX_NESTING) -> tuple[str, bool]:
+    """The document up to where its estimated nesting passes `limit` (and whether it was cut)."""
+    depth = 0
+    for m in _TAG.finditer(html):
+        if m.group(2).lower() in _NOT_NESTING:
+            continue
+        if m.group(1):
+            depth = max(0, depth - 1)
+        else:
+            depth += 1
+            if depth > limit:
+                return html[: m.start()], True
+    return html, False
+
+
 def extract_html(html: str, base_url: str) -> Page:
+    html, cut = cap_nesting(html)
     tree = LexborHTMLParser(html)
     title_node = tree.css_first("title")
     title = readable(title_node.text()) if title_node is not None else ""
@@ -60,7 +88,7 @@ def extract_html(html: str, base_url: str) -> Page:
             node.insert_before(_BREAK)
             node.insert_after(_BREAK)
         text = root.text(separator="").replace("\n", " ").replace(_BREAK, "\n")
-    return Page(title=title[:MAX_TITLE], text=readable(text), links=links)
+    return Page(title=title[:MAX_TITLE], text=readable(text), links=links, cut=cut)
 
 
 def extract_text(text: str) -> Page:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,7 +44,8 @@ OUTPUT_SCHEMA: dict[str, Any] = {
             "items": {"type": "object", "required": ["url", "text"],
                       "properties": {"url": {"type": "string"}, "text": {"type": "string"}}},
         },
-        "truncated": {"type": "boolean", "description": "the body was longer than max_bytes"},
+        "truncated": {"type": "boolean", "description": "the text covers only the beginning "
+                      "of the page (longer than max_bytes, or nested too deep to read whole)"},
     },
 }
 
@@ -64,10 +66,15 @@ async def browse(
     )
     final = response.target.url
     text = response.text()
-    page = extract_html(text, final) if response.content_type == "text/html" else extract_text(text)
+    if response.content_type == "text/html":
+        # Parsing a large page takes a while (~0.1 s per MB, more for hostile markup): in a
+        # thread, so the other calls this service process serves keep being answered.
+        page = await asyncio.to_thread(extract_html, text, final)
+    else:
+        page = extract_text(text)
     return ToolResult(
         output={"url": final, "status": response.status, **page.as_json(),
-                "truncated": response.truncated},
+                "truncated": response.truncated or page.cut},
         compute_units=len(response.body) / 1_000_000,
         provenance_refs=[{"type": "url", "url": final, "status": response.status}],
     )
