@@ -104,7 +104,9 @@ class Fetcher:
                 cookie_jar=aiohttp.DummyCookieJar(),  # calls of different teams share nothing
                 auto_decompress=False,  # decompressed here, within the bound
                 trust_env=False,
-                headers={"User-Agent": self.user_agent},
+                # Only what _bounded_body can inflate within its bound (aiohttp would also
+                # offer br and zstd when their packages are installed).
+                headers={"User-Agent": self.user_agent, "Accept-Encoding": "gzip, deflate"},
             )
         return self._session
 
