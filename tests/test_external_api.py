@@ -16,11 +16,11 @@ import pytest
 import structlog
 from pydantic import SecretStr
 
-from proxy.logs import configure_logging
+from proxy.appkeys import POOL
 from services import external_api
 from services.sdk import CallContext
 from tests.conftest import bearer, grant, invoke
-from tests.network_flow import approved_call, lift_rate, roomy, tool_code
+from tests.network_flow import approved_call, lift_rate, roomy
 from tests.tool_harness import run_tool
 from tests.web_site import API_HEADER, API_SECRETS, Site
 
@@ -101,7 +101,7 @@ async def test_registration_is_admin_only_and_never_shows_the_secret(client, adm
     assert r.status == 200 and name in [a["name"] for a in listed["external_apis"]]
     assert secret not in json.dumps(listed)
     assert (await client.get("/v1/admin/external-apis", headers=bearer(agent))).status == 403
-    row = await client.app[__import__("proxy.appkeys", fromlist=["POOL"]).POOL].fetchrow(
+    row = await client.app[POOL].fetchrow(
         "SELECT secret_sealed FROM external_apis WHERE name = $1", name)
     assert secret.encode() not in bytes(row["secret_sealed"])  # sealed, not stored in clear
 
@@ -259,7 +259,10 @@ async def test_sealed_secrets_open_only_with_their_key_and_row(client, admin, db
 
 @pytest.fixture
 def captured(caplog) -> Iterator[list[dict[str, Any]]]:
+    """Every structlog event (any level) and stdlib log record, the configuration restored
+    exactly afterwards (loggers cached under another configuration would break later tests)."""
     events: list[dict[str, Any]] = []
+    saved = structlog.get_config()
 
     def keep(logger: object, method: str, event: dict[str, Any]) -> dict[str, Any]:
         events.append(dict(event))
@@ -275,7 +278,7 @@ def captured(caplog) -> Iterator[list[dict[str, Any]]]:
     try:
         yield events
     finally:
-        configure_logging("warning", "console")
+        structlog.configure(**saved)
 
 
 async def test_the_secret_never_appears_anywhere(client, admin, caller, token, team, web_site, db_pool,
