@@ -12,8 +12,6 @@ from typing import Any
 import asyncpg
 import orjson
 import structlog
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
 from nats.aio.client import Client as NATS
 
 from pdp.approvals import ApprovalRepository
@@ -23,7 +21,7 @@ from pdp.digest import args_digest
 from pdp.point import PolicyDecisionPoint
 from proxy.accounting import call_record, kept_body, terminal_event, usage_record
 from proxy.call import Call, Ending, Outcome, authorization_required_body, render
-from proxy.calls import CallRecord
+from proxy.calls import CallRecord, result_id_for
 from proxy.catalog import Catalog
 from proxy.config import Settings
 from proxy.envelope import InvokeRequest
@@ -51,6 +49,7 @@ from proxy.output import schema_problem, shape_output
 from proxy.run_budget import BudgetUnavailable, RunBudgets
 from proxy.runs import RunRepository
 from services.sdk.manifest import ToolManifest, is_valid_tool_name
+from services.sdk.validation import SchemaValidator
 
 log = structlog.get_logger("toolproxy.pipeline")
 
@@ -98,8 +97,9 @@ class Pipeline:
         self.metrics = metrics
         # Per manifest object (a catalog change replaces the object): the validators and the
         # tool's view in the policy input, built once instead of on every call.
-        self._prepared: dict[str, tuple[ToolManifest, Draft202012Validator, Draft202012Validator,
+        self._prepared: dict[str, tuple[ToolManifest, SchemaValidator, SchemaValidator,
                                         dict[str, Any]]] = {}
+        self._notes: set[asyncio.Task[None]] = set()
         disabled = {p.strip() for p in settings.bench_disable.split(",") if p.strip()}
         self._limits_on = "limits" not in disabled
         self._journal_on = "journal" not in disabled
@@ -119,11 +119,11 @@ class Pipeline:
             raise UnknownTool(f"no tool named {name!r}")
         return manifest
 
-    def _prepare(self, m: ToolManifest) -> tuple[ToolManifest, Draft202012Validator,
-                                                 Draft202012Validator, dict[str, Any]]:
+    def _prepare(self, m: ToolManifest) -> tuple[ToolManifest, SchemaValidator,
+                                                 SchemaValidator, dict[str, Any]]:
         cached = self._prepared.get(m.tool_id)
         if cached is None or cached[0] is not m:
-            cached = (m, Draft202012Validator(m.input_schema), Draft202012Validator(m.output_schema),
+            cached = (m, SchemaValidator(m.input_schema), SchemaValidator(m.output_schema),
                       m.model_dump(mode="json"))
             self._prepared[m.tool_id] = cached
         return cached
@@ -132,7 +132,7 @@ class Pipeline:
         return self._prepare(manifest)[3]
 
     def check_args(self, manifest: ToolManifest, args: dict[str, Any]) -> None:
-        error = best_match(self._prepare(manifest)[1].iter_errors(args))
+        error = self._prepare(manifest)[1].problem(args)
         if error is not None:
             message = error.message if len(error.message) <= 300 else error.message[:299] + "…"
             raise InvalidArgs(
@@ -363,10 +363,9 @@ class Pipeline:
             call_id=call.call_id, decision_id=call.decision_id, team_id=call.identity.team_id,
             agent_id=call.identity.agent_id, run_id=call.agent_run_id, confidential=call.confidential,
         )
-        started = datetime.now(timezone.utc)
+        started = call.forwarded_at = datetime.now(timezone.utc)
         self._emit(call, "agent.tool.started", payload={"tool": m.tool_id, "timeout_ms": timeout_ms})
-        if self._journal_on:
-            await self._note_start(call, started, started + timedelta(milliseconds=timeout_ms))
+        note = self._start_note(call, started, started + timedelta(milliseconds=timeout_ms))
         cancel_requested = self.inflight.watch(call.call_id, call.identity.team_id)
         work = asyncio.ensure_future(forward(
             self.nc, m, call.args, meta, timeout_s=timeout_ms / 1000.0,
@@ -392,6 +391,8 @@ class Pipeline:
             raise
         finally:
             self.inflight.unwatch(call.call_id)
+            if note is not None:
+                note.cancel()
         return await self._end(call, decision, ending, record), ending
 
     async def _ending_from(self, call: Call, work: asyncio.Future[Any]) -> Ending:
@@ -414,7 +415,7 @@ class Pipeline:
             self.budgets.settle(call.identity.team_id, call.agent_run_id or "", reply.tokens_used, cost)
         refs = {"object_refs": reply.object_refs, "artifacts": list(reply.artifacts),
                 "observations": reply.observations, "provenance_refs": reply.provenance_refs}
-        e = Ending(200, "FAILED", executed=True, result_id=str(uuid.uuid4()), tokens=reply.tokens_used,
+        e = Ending(200, "FAILED", executed=True, result_id=result_id_for(call.call_id), tokens=reply.tokens_used,
                    compute=reply.compute_units, cost=cost, diagnostics=list(notes), refs=refs)
         if not reply.ok:
             assert reply.error is not None
@@ -491,6 +492,26 @@ class Pipeline:
             return await self._end(call, decision, ending, None)
 
     # --- records along the way ---------------------------------------------------------------
+
+    def _start_note(self, call: Call, started: datetime,
+                    deadline: datetime) -> asyncio.TimerHandle | None:
+        """A call's RUNNING row (so other replicas see it running, and resolve it if this one
+        dies) — only for a call still running after `start_note_after_ms`: a short call's end
+        record says everything, in one publish. A call with an idempotency key is noted at once
+        (a replay after a crash must find it)."""
+        if not self._journal_on:
+            return None
+        after = self.settings.start_note_after_ms / 1000.0
+        if call.idempotency_key is not None or after <= 0:
+            self._spawn(self._note_start(call, started, deadline))
+            return None
+        return asyncio.get_running_loop().call_later(
+            after, lambda: self._spawn(self._note_start(call, started, deadline)))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._notes.add(task)
+        task.add_done_callback(self._notes.discard)
 
     async def _note_start(self, call: Call, started: datetime, deadline: datetime) -> None:
         row = CallRecord(
