@@ -40,7 +40,7 @@ async def handler(request):
     data = orjson.loads(await request.read())
     return web.Response(body=orjson.dumps({"ok": True, "echo": data["args"]}), content_type="application/json")
 app = web.Application()
-app.router.add_post("/", handler)
+app.router.add_post("/{tail:.*}", handler)
 try:
     import uvloop; uvloop.install()
 except ImportError:
@@ -110,7 +110,7 @@ def wrk(label: str, url: str, lua: str, headers: dict[str, str], connections: in
         seconds: float) -> Wrk:
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
         f.write(lua)
-    argv = ["wrk", "-t", str(min(2, connections)), "-c", str(connections), "-d", f"{seconds}s",
+    argv = ["wrk", "-t", str(min(2, connections)), "-c", str(connections), "-d", f"{max(1, round(seconds))}s",
             "--latency", "-s", f.name]
     for k, v in {"Content-Type": "application/json", **headers}.items():
         argv += ["-H", f"{k}: {v}"]
@@ -119,8 +119,8 @@ def wrk(label: str, url: str, lua: str, headers: dict[str, str], connections: in
     r = Wrk(label, connections, seconds)
     r.requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
     r.rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    r.p50_ms = _ms(re.search(r"50%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
-    r.p99_ms = _ms(re.search(r"99%\s+(\S+)", out).group(1))  # type: ignore[union-attr]
+    r.p50_ms = _ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    r.p99_ms = _ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
     m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     r.non_2xx = int(m.group(1)) if m else 0
     return r
@@ -172,6 +172,7 @@ async def main(seconds: float, workers: int) -> None:
     try:
         await stack.start()
         bare.start()
+        await _wait_port(bare_port)
         headers = await prepare(stack)
         auth = {"Authorization": headers["Authorization"]}
         sampler = Sampler.of_stack(stack)
@@ -205,7 +206,18 @@ async def main(seconds: float, workers: int) -> None:
         cpu = p32.cpu_ms_per_call
         print("  CPU ms per call until idle, c=32:         " + ", ".join(
             f"{k} {v:.2f}" for k, v in sorted(cpu.items())) + f"; total {sum(cpu.values()):.2f} (goal <= 1.3)")
-    print(f"\npeak RSS of the stack: {rss_mb:.0f} MB; Postgres connections at the end: {pg_conns}")
+    print(f"\npeak memory of the stack (PSS, shared pages split): {rss_mb:.0f} MB; "
+          f"Postgres connections at the end: {pg_conns}")
+
+
+async def _wait_port(port: int) -> None:
+    for _ in range(200):
+        try:
+            _, w = await asyncio.open_connection("127.0.0.1", port)
+            w.close()
+            return
+        except OSError:
+            await asyncio.sleep(0.05)
 
 
 async def _pg_connections(url: str) -> int:

@@ -1,4 +1,4 @@
-"""CPU time and memory of a stack's processes, read from /proc: each group is a child `up`
+"""CPU time and memory (PSS) of a stack's processes, read from /proc: each group is a child `up`
 started and all of its descendants (proxy workers, Postgres backends)."""
 
 from __future__ import annotations
@@ -33,6 +33,17 @@ def _descendants(root: int) -> list[int]:
     return out
 
 
+def _pss(pid: int, rss: int) -> int:
+    """Proportional set size (shared pages split between their users), else the RSS."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return rss
+
+
 class Sampler:
     def __init__(self, groups: dict[str, int]) -> None:
         self.groups = groups
@@ -54,7 +65,7 @@ class Sampler:
                 if f is None:
                     continue
                 total += (int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])) / _TICK
-                rss += int(f[21]) * _PAGE
+                rss += _pss(pid, int(f[21]) * _PAGE)
             out[name] = total
         self.peak_rss = max(self.peak_rss, rss)
         return out

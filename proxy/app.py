@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
@@ -21,6 +22,7 @@ from pdp.policy_set import PolicySet, load_policy_dir
 from pdp.policy_store import PolicyWatcher, active_policies
 from pdp.quotas import Quota, QuotaRepository
 from proxy import appkeys as k
+from proxy import tracing
 from proxy.approval_flow import ApprovalFlow
 from proxy.bus import Reconnects, connect
 from proxy.bus import close as close_nats
@@ -35,11 +37,16 @@ from proxy.middlewares.auth import authenticate
 from proxy.middlewares.errors import errors
 from proxy.middlewares.http_metrics import http_metrics
 from proxy.middlewares.request_context import request_context
+from proxy.middlewares.tracing import trace_request
 from proxy.event_hub import EventHub
 from proxy.housekeeping import Housekeeping
 from proxy.idempotency import IdempotencyStore
 from proxy.inflight import InFlight
 from proxy.pipeline import Pipeline
+from proxy.plugins import routes as plugin_routes
+from proxy.plugins.directory import PluginDirectory
+from proxy.plugins.relay import InternalRelay
+from services.plugins.registry import PluginRegistry
 from proxy.run_budget import RunBudgets
 from proxy.runs import RunRepository
 from proxy.routes import (
@@ -141,12 +148,18 @@ async def _pdp(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _catalog(app: web.Application) -> AsyncIterator[None]:
-    catalog = Catalog(app[k.NC], app[k.POOL], app[k.METRICS])
+    # The enabled plugins first: the catalog shows a plugin tool only as its enabled version.
+    directory = PluginDirectory(app[k.POOL], app[k.LISTENER])
+    await directory.start()
+    catalog = Catalog(app[k.NC], app[k.POOL], app[k.METRICS], plugins=directory)
     await catalog.start()
+    app[k.PLUGIN_DIRECTORY] = directory
+    app[k.PLUGIN_REGISTRY] = PluginRegistry(app[k.POOL])
     app[k.RECONNECTS].add("catalog", catalog.rediscover)
     app[k.CATALOG] = catalog
     yield
     await catalog.close()
+    await directory.close()
 
 
 async def _journal(app: web.Application) -> AsyncIterator[None]:
@@ -212,10 +225,14 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
     keeper.start()
     hub = EventHub(app[k.LISTENER])
     await hub.start()
+    relay = InternalRelay(pipeline, app[k.PLUGIN_DIRECTORY], app[k.NC], inflight.instance_id)
+    await relay.start()
+    app[k.PLUGIN_RELAY] = relay
     app[k.PIPELINE] = pipeline
     app[k.APPROVAL_FLOW] = flow
     app[k.EVENT_HUB] = hub
     yield
+    await relay.close()
     await keeper.close()
     await flow.close()
     await budgets.close()
@@ -223,18 +240,21 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
 
 
 def create_app(settings: Settings) -> web.Application:
-    app = web.Application(
-        # Order, outermost first: request context -> metrics -> errors -> authentication.
-        middlewares=[request_context, http_metrics, errors, authenticate],
-        client_max_size=settings.max_body_bytes,
-    )
+    # Order, outermost first: (tracing) -> request context -> metrics -> errors -> authentication.
+    middlewares = [request_context, http_metrics, errors, authenticate]
+    if tracing.setup():
+        middlewares.insert(0, trace_request)
+    app = web.Application(middlewares=middlewares, client_max_size=settings.max_body_bytes)
     app[k.SETTINGS] = settings
     app[k.METRICS] = Metrics()
     app[k.VERIFIER] = TokenVerifier(settings)
     app[k.SECRET_BOX] = SecretBox(settings.secrets_key, settings.data_dir)
     # Created in order, released in reverse.
     app.cleanup_ctx.extend([_postgres, _nats, _pdp, _catalog, _journal, _limits, _pipeline])
+    if tracing.enabled():
+        app.on_cleanup.append(lambda _: asyncio.to_thread(tracing.shutdown))
     for module in (tools, usage, admin_grants, admin_governance, admin_quotas, admin_egress,
-                   admin_external_apis, approvals, calls, runs, events, mcp, openai_tools, probes):
+                   admin_external_apis, approvals, calls, runs, events, mcp, openai_tools,
+                   plugin_routes, probes):
         app.router.add_routes(module.routes)
     return app

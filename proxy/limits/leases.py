@@ -6,8 +6,8 @@ left when the lease ends are given back. Tokens are taken from the shared state 
 used, so every replica together never admits more than the bucket allows — a token is only
 used up to `LEASE_S` later than the shared state says it was taken, so over any window W the
 calls admitted stay within rate × (W + LEASE_S) + burst. A lease grows with the demand seen
-(up to half the burst), so a quiet key costs one round trip per call, as before, and a busy
-one a round trip per batch.
+(the demand rate over the last lease-length window, up to half the burst), so a quiet key
+costs one round trip per call, as before, and a busy one a round trip per lease.
 """
 
 from __future__ import annotations
@@ -52,7 +52,9 @@ class _Lease:
     rate: Rate
     tokens: int = 0
     expires: float = 0.0
-    demand: int = 0  # admissions asked for during the current lease
+    demand: int = 0  # admissions asked for since `window_start`
+    window_start: float = field(default_factory=time.monotonic)
+    per_second: float = 0.0  # the demand rate seen over the last window
     size: int = 1  # how many to take at the next refill
     refilling: asyncio.Future[Grant] | None = None
     waiting: int = 0
@@ -90,6 +92,10 @@ class LeasedBuckets:
         now = time.monotonic()
         lease.demand += 1
         lease.last_used = now
+        elapsed = now - lease.window_start
+        if elapsed >= self._lease_s:  # the demand rate, measured over windows of a lease's length
+            lease.per_second = lease.demand / elapsed
+            lease.demand, lease.window_start = 0, now
         if lease.tokens > 0 and now < lease.expires:
             lease.tokens -= 1
             return True
@@ -123,7 +129,10 @@ class LeasedBuckets:
         try:
             unused = lease.tokens
             cap = max(1, min(MAX_LEASE, lease.rate.burst // 2))
-            lease.size = max(1, min(cap, lease.demand * 2 if lease.demand > 1 else 1))
+            # Enough for one lease at the demand seen (this window's count if it is already
+            # more: a burst), with room to grow.
+            expected = max(lease.per_second * self._lease_s, lease.demand)
+            lease.size = max(1, min(cap, math.ceil(expected * 1.5)))
             want = lease.size
             now = time.time()
 
@@ -138,7 +147,6 @@ class LeasedBuckets:
             taken, retry = await self._store.change(key, step)
             lease.tokens = taken
             lease.expires = time.monotonic() + self._lease_s
-            lease.demand = 0
             return Grant(taken > 0, retry)
         finally:
             lease.refilling = None
