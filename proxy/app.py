@@ -275,5 +275,18 @@ def create_app(settings: Settings) -> web.Application:
     for module in (tools, usage, admin_grants, admin_governance, admin_quotas, admin_team_rules,
                    admin_egress, admin_external_apis, approvals, calls, runs, events, mcp,
                    openai_tools, plugin_routes, probes, turn_routes):
-        app.router.add_routes(module.routes)
+        app.router.add_routes([_lenient_expect(d) for d in module.routes])
     return app
+
+
+async def _expect_continue_only(request: web.Request) -> None:
+    """`Expect: 100-continue` is honoured; any other expectation is ignored (RFC 9110 allows
+    it), instead of aiohttp's plain-text 417 before any middleware could answer in JSON."""
+    if request.version >= (1, 1) and request.headers.get("Expect", "").lower() == "100-continue":
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+
+def _lenient_expect(d: web.AbstractRouteDef) -> web.AbstractRouteDef:
+    if isinstance(d, web.RouteDef):
+        return web.RouteDef(d.method, d.path, d.handler, {**d.kwargs, "expect_handler": _expect_continue_only})
+    return d
