@@ -1,4 +1,5 @@
-"""Wiring the console into the app: its routes and the resources it owns."""
+"""Wiring the console into the app: the resources it owns (its routes are in routes.py and
+api.py, added with the others by the app factory)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from proxy.appkeys import CONSOLE, LISTENER, POOL, SETTINGS
-from proxy.console import api, assets, routes
+from proxy.console import assets
 from proxy.console.guard import RateGuard
 from proxy.console.hub import ApprovalHub
 from proxy.console.session import SessionStore
@@ -32,5 +33,3 @@ async def _console(app: web.Application) -> AsyncIterator[None]:
 def setup(app: web.Application) -> None:
     """After the Postgres context (it needs the pool and the listener)."""
     app.cleanup_ctx.append(_console)
-    app.router.add_routes(routes.routes)
-    app.router.add_routes(api.routes)
