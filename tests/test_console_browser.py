@@ -316,3 +316,41 @@ async def test_an_agents_token_gets_no_console(client, token, team, browser) -> 
         assert await context.cookies() == []
     finally:
         await context.close()
+
+
+async def test_the_inbox_survives_its_stream_ending(aiohttp_client, settings, builtin, token, team,
+                                                    open_console) -> None:
+    # Streams end after events_stream_max_s (1 s here) and the page reconnects: an open card
+    # keeps its place and the reason being typed; later changes still arrive.
+    from proxy import appkeys
+    from proxy.app import create_app
+    from services.builtin import BUILTIN_TOOLS
+
+    app = create_app(settings.model_copy(update={"events_stream_max_s": 1.0}))
+    client = await aiohttp_client(app)
+    await app[appkeys.CATALOG].wait_available(list(BUILTIN_TOOLS), timeout=10)
+    gov = token(agent="gov", team=team, role="governance")
+    r = await client.post("/v1/admin/team-rules", headers=bearer(gov),
+                          json={"team_id": team, "tool": "text", "require_approval": True})
+    assert r.status == 201
+    tab = await open_console(gov, at=client)
+    held = []
+    deadline = time.monotonic() + 5
+    while len(held) < 2:
+        status, body = await invoke(client, token(agent="w", team=team), "text", {"op": "upper", "text": "x"})
+        if status == 202:
+            held.append(body)
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.05)
+    first = await card(tab, held[0]["call_id"])
+    await card(tab, held[1]["call_id"])
+    await first.eval_on_selector("input", "e => { e.value = 'half typed'; }")
+    await asyncio.sleep(2.5)  # two reconnects, each with a fresh snapshot
+    order = await tab.page.eval_on_selector_all("#inbox-list article", "a => a.map(e => e.dataset.callId)")
+    assert order == [held[1]["call_id"], held[0]["call_id"]]  # newest first
+    assert await first.eval_on_selector("input", "e => e.value") == "half typed"
+    await client.post(f"/v1/approvals/{held[1]['approval_id']}/decision",
+                      json={"decision": "deny", "reason": "x"}, headers=bearer(token(agent="g2", team=team, role="governance")))
+    await tab.page.wait_for_selector(f'article[data-call-id="{held[1]["call_id"]}"]', state="detached", timeout=5_000)
+    assert await tab.page.is_visible(f'article[data-call-id="{held[0]["call_id"]}"]')
+    assert tab.errors == [] and await tab.violations() == []

@@ -127,9 +127,17 @@ export function start(el, ctx) {
   const path = `/console/api/inbox/stream${query({ team_id: ctx.picked() })}`;
   stopStream = stream(path, {
     snapshot(data) {
+      // After a reconnect too: cards still open keep their place and what was typed in them.
       syncClock(data.now);
-      for (const id of [...cards.keys()]) remove(id);
-      for (const item of data.approvals) add(item, false);
+      const ids = new Set(data.approvals.map((a) => a.approval_id));
+      for (const id of [...cards.keys()]) if (!ids.has(id)) remove(id);
+      let before = list.firstElementChild;
+      for (const item of data.approvals) {
+        add(item, false);
+        const el = cards.get(item.approval_id).el;
+        if (el !== before) list.insertBefore(el, before);
+        else before = before.nextElementSibling;
+      }
       empty();
     },
     added(data) { syncClock(data.now); add(data.approval, true); },
