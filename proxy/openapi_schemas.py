@@ -192,6 +192,7 @@ CONSOLE_SESSION = obj(["identity", "csrf_token", "expires_at"], {
         "agent_id": STR, "team_id": STR, "role": {"enum": ["governance", "admin"]}}),
     "csrf_token": {"type": "string", "description": "send it as X-CSRF-Token on every console request"},
     "expires_at": TIME,
+    "features": array_of({"enum": ["standing_approvals"]}),
 })
 INBOX_ITEM = obj(["approval_id", "call_id", "team_id", "agent_id", "tool", "reasons", "expires_at",
                   "confidential", "args_hash", "args_size", "args"], {

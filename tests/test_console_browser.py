@@ -8,9 +8,11 @@ Chromium or Playwright is absent."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import shutil
 import time
+from datetime import datetime, timedelta, timezone
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -353,4 +355,31 @@ async def test_the_inbox_survives_its_stream_ending(aiohttp_client, settings, bu
                       json={"decision": "deny", "reason": "x"}, headers=bearer(token(agent="g2", team=team, role="governance")))
     await tab.page.wait_for_selector(f'article[data-call-id="{held[1]["call_id"]}"]', state="detached", timeout=5_000)
     assert await tab.page.is_visible(f'article[data-call-id="{held[0]["call_id"]}"]')
+    assert tab.errors == [] and await tab.violations() == []
+
+
+_STANDING_ABSENT = importlib.util.find_spec("proxy.routes.admin_standing") is None
+
+
+@pytest.mark.skipif(_STANDING_ABSENT, reason="standing approvals (/v1/admin/standing-approvals) are not on this branch")
+async def test_standing_approvals_are_listed_and_revocable(client, token, team, open_console) -> None:
+    gov = token(agent="gov", team=team, role="governance")
+    expires = (datetime.now(timezone.utc) + timedelta(days=1)).isoformat()
+    r = await client.post("/v1/admin/standing-approvals", headers=bearer(gov), json={
+        "team_id": team, "agent_id": "buyer", "tool": "greenfood.order", "expires_at": expires,
+        "max_calls": 3, "args": {"op": "create_order", "product_id": "bread", "qty": 1},
+        "reason": "<b>weekly bread</b>"})
+    assert r.status == 201, await r.text()
+    sid = (await r.json())["standing_approval_id"]
+    tab = await open_console(gov)
+    row = await tab.page.wait_for_selector("#standing tr:has(td:text('greenfood.order'))")
+    text = await row.inner_text()
+    assert "buyer" in text and "0 / 3" in text and "active" in text and "<b>weekly bread</b>" in text
+    assert '"product_id": "bread"' in text
+    await tab.shot("11-standing-approvals")
+    await row.eval_on_selector("button.danger", "b => b.click()")
+    await tab.page.wait_for_selector("#standing td:text('revoked')")
+    listed = await (await client.get("/v1/admin/standing-approvals", headers=bearer(gov))).json()
+    (mine,) = [s for s in listed["standing_approvals"] if s["standing_approval_id"] == sid]
+    assert mine["state"] == "revoked" and mine["revoked_by"] == f"governance:gov@{team}"
     assert tab.errors == [] and await tab.violations() == []

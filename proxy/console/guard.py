@@ -12,6 +12,7 @@ import asyncpg
 from aiohttp import web
 
 from proxy.console.errors import ConsoleRateLimited, CsrfFailed, OriginRefused
+from proxy.console.session import postgres
 from proxy.limits.gcra import Rate
 
 CSRF_HEADER = "X-CSRF-Token"
@@ -67,10 +68,11 @@ class RateGuard:
 
     async def take(self, key: str, now: float | None = None) -> None:
         now = time.time() if now is None else now
-        tat = await self._pool.fetchval(_TAKE, key, now, self._rate.interval, self._rate.tolerance)
-        if tat is not None:
-            return
-        current = await self._pool.fetchval("SELECT tat FROM console_rate WHERE key = $1", key)
+        with postgres("the console's rate guard"):
+            tat = await self._pool.fetchval(_TAKE, key, now, self._rate.interval, self._rate.tolerance)
+            if tat is not None:
+                return
+            current = await self._pool.fetchval("SELECT tat FROM console_rate WHERE key = $1", key)
         wait = max(0.0, float(current or now) - self._rate.tolerance - now)
         raise ConsoleRateLimited(
             "too many console changes; wait a moment",
@@ -80,4 +82,5 @@ class RateGuard:
     async def sweep(self, now: float | None = None) -> None:
         """Buckets full again are the same as none: forget them (the table stays small)."""
         now = time.time() if now is None else now
-        await self._pool.execute("DELETE FROM console_rate WHERE tat < $1::float8", now)
+        with postgres("the console's rate guard"):
+            await self._pool.execute("DELETE FROM console_rate WHERE tat < $1::float8", now)

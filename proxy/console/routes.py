@@ -15,7 +15,7 @@ from proxy.body import read_model
 from proxy.console.assets import respond
 from proxy.console.auth import cookie_secret, current_session, rate_key
 from proxy.console.guard import check_origin, host_of
-from proxy.console.session import COOKIE, SECURE_COOKIE, utc
+from proxy.console.session import COOKIE, SECURE_COOKIE, Session, utc
 from proxy.errors import Forbidden, NotFound, Unauthenticated
 from proxy.routes.tools import json_response
 from proxy.strict import StrictModel
@@ -25,6 +25,15 @@ routes = web.RouteTableDef()
 
 class Login(StrictModel):
     token: str = Field(min_length=1, max_length=4096)
+
+
+# Pages that depend on routes this proxy may not have: the page shows them only when served.
+_FEATURES = {"standing_approvals": "/v1/admin/standing-approvals"}
+
+
+def _session_body(request: web.Request, session: Session) -> dict[str, object]:
+    served = {r.canonical for r in request.app.router.resources()}
+    return {**session.as_json(), "features": [f for f, path in _FEATURES.items() if path in served]}
 
 
 @routes.get("/console")
@@ -60,7 +69,7 @@ async def login(request: web.Request) -> web.Response:
     expires = min(token_expires, now + request.app[SETTINGS].console_session_ttl_s)
     secret, session = await console.sessions.open(identity, host=host_of(request),
                                                   expires_at=utc(expires))
-    response = json_response(201, session.as_json())
+    response = json_response(201, _session_body(request, session))
     secure = _secure(request)
     response.set_cookie(SECURE_COOKIE if secure else COOKIE, secret, path="/",
                         max_age=max(1, int(expires - now)), httponly=True, secure=secure,
@@ -78,7 +87,7 @@ async def whoami(request: web.Request) -> web.Response:
     session = await request.app[CONSOLE].sessions.get(cookie_secret(request))
     if session is None or host_of(request) != session.host:
         raise Unauthenticated("no console session: log in with a governance or admin token")
-    return json_response(200, session.as_json())
+    return json_response(200, _session_body(request, session))
 
 
 @routes.delete("/console/session")

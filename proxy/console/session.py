@@ -3,14 +3,18 @@ bound to the identity, the exact Host it was opened on and a CSRF token, and exp
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import re
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 import asyncpg
 
+from proxy.errors import DependencyUnavailable
 from proxy.identity import Identity
 
 # "__Host-" (Secure, Path=/, no Domain: no subdomain can set or shadow it) over TLS; the plain
@@ -34,6 +38,15 @@ class Session:
                 "csrf_token": self.csrf_token, "expires_at": self.expires_at.isoformat()}
 
 
+@contextlib.contextmanager
+def postgres(what: str) -> Iterator[None]:
+    """Postgres away: the console's request is refused 503 (fail closed), not a 500."""
+    try:
+        yield
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, asyncio.TimeoutError) as exc:
+        raise DependencyUnavailable(f"{what} unavailable: {type(exc).__name__}") from None
+
+
 def _hash(secret: str) -> bytes:
     return hashlib.sha256(secret.encode("ascii")).digest()
 
@@ -52,6 +65,12 @@ class SessionStore:
         secret = secrets.token_urlsafe(32)
         session = Session(identity=identity, host=host, csrf_token=secrets.token_urlsafe(32),
                           expires_at=expires_at)
+        with postgres("console sessions"):
+            await self._open(secret, session)
+        return secret, session
+
+    async def _open(self, secret: str, session: Session) -> None:
+        identity = session.identity
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.execute("DELETE FROM console_sessions WHERE expires_at <= now()")
             await conn.execute(
@@ -59,7 +78,7 @@ class SessionStore:
                                                  host, csrf_token, expires_at)
                    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)""",
                 _hash(secret), identity.agent_id, identity.team_id, identity.role,
-                identity.token_id, host, session.csrf_token, expires_at,
+                identity.token_id, session.host, session.csrf_token, session.expires_at,
             )
             await conn.execute(
                 """DELETE FROM console_sessions WHERE session_hash IN (
@@ -68,17 +87,17 @@ class SessionStore:
                        ORDER BY created_at DESC OFFSET $4)""",
                 identity.agent_id, identity.team_id, identity.role, MAX_PER_IDENTITY,
             )
-        return secret, session
 
     async def get(self, secret: str | None) -> Session | None:
         if not well_formed(secret):
             return None
         assert secret is not None
-        row = await self._pool.fetchrow(
-            """SELECT agent_id, team_id, role, token_id, host, csrf_token, expires_at
-               FROM console_sessions WHERE session_hash = $1 AND expires_at > now()""",
-            _hash(secret),
-        )
+        with postgres("console sessions"):
+            row = await self._pool.fetchrow(
+                """SELECT agent_id, team_id, role, token_id, host, csrf_token, expires_at
+                   FROM console_sessions WHERE session_hash = $1 AND expires_at > now()""",
+                _hash(secret),
+            )
         if row is None:
             return None
         identity = Identity(agent_id=row["agent_id"], team_id=row["team_id"], role=row["role"],
@@ -90,8 +109,9 @@ class SessionStore:
         if not well_formed(secret):
             return False
         assert secret is not None
-        done = await self._pool.execute(
-            "DELETE FROM console_sessions WHERE session_hash = $1", _hash(secret))
+        with postgres("console sessions"):
+            done = await self._pool.execute(
+                "DELETE FROM console_sessions WHERE session_hash = $1", _hash(secret))
         return done.endswith(" 1")
 
 

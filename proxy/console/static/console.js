@@ -10,6 +10,7 @@ const PAGES = { inbox, decisions, grants, policies, usage };
 const $ = (id) => document.getElementById(id);
 const ctx = {
   identity: null,
+  features: [],
   get isAdmin() { return this.identity && this.identity.role === "admin"; },
   // The team the pages act on: a governance token's own; an admin's pick (default: its own).
   team() {
@@ -35,6 +36,7 @@ function show(name) {
 function enter(session) {
   setCsrf(session.csrf_token);
   ctx.identity = session.identity;
+  ctx.features = session.features || [];
   const i = session.identity;
   $("who-name").textContent = `${i.agent_id}@${i.team_id} (${i.role})`;
   $("team-pick").hidden = !ctx.isAdmin;

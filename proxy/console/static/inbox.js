@@ -4,6 +4,7 @@
 import { api, ApiError, query } from "./api.js";
 import { clear, h, json, when } from "./dom.js";
 import { stream } from "./sse.js";
+import * as standing from "./standing.js";
 
 const cards = new Map(); // approval_id -> {item, el, expires}
 let section = null;
@@ -13,6 +14,7 @@ let stopStream = null;
 let ticker = null;
 let offset = 0; // server clock - this clock, in ms
 let context = null;
+let standingBox = null;
 
 function serverNow() { return Date.now() + offset; }
 
@@ -123,7 +125,8 @@ export function start(el, ctx) {
   section = el;
   status = h("span", { class: "status" });
   list = h("div", { class: "cards", id: "inbox-list" });
-  clear(section, h("h2", null, "Calls awaiting approval", status), list);
+  standingBox = h("div", { id: "standing" });
+  clear(section, h("h2", null, "Calls awaiting approval", status), list, standingBox);
   const path = `/console/api/inbox/stream${query({ team_id: ctx.picked() })}`;
   stopStream = stream(path, {
     snapshot(data) {
@@ -156,4 +159,7 @@ export function stop() {
 
 export function restart() { if (section && context) start(section, context); }
 
-export function show() { /* always live once started */ }
+// The inbox itself is live once started; the standing approvals are read on each visit.
+export function show(el, ctx) {
+  if (standingBox && ctx.features.includes("standing_approvals")) standing.show(standingBox, ctx);
+}
