@@ -202,6 +202,7 @@ INBOX_ITEM = obj(["approval_id", "call_id", "team_id", "agent_id", "tool", "reas
     "confidential": BOOL, "args_hash": STR, "args_size": INT,
     "args": {"type": ["object", "null"], "description": "null for a confidential call (hash and size only) or one too large to show"},
     "args_omitted": {"enum": ["confidential", "too_large", None]},
+    "preview": {"description": "what will run, as its service prepared it (where it does)"},
 })
 
 # JSON-RPC 2.0 on /mcp: one response, or a batch of them (2025-03-26 only).

@@ -18,7 +18,8 @@ MAX_SHOWN_ARGS_BYTES = 64 << 10  # larger arguments are named by hash and size o
 _PENDING = """
 SELECT a.approval_id, a.call_id, a.team_id, a.agent_id, a.tool, a.reasons, a.policy_revision,
        a.requested_at, a.expires_at, c.agent_run_id, c.turn_id, c.args, c.args_hash,
-       c.args_size, c.confidential
+       c.args_size, c.confidential,
+       to_jsonb(a) -> 'preview' AS preview  -- what will run, where the service prepared it
 FROM approvals a JOIN calls c USING (call_id)
 WHERE a.state = 'pending' AND a.expires_at > now() AND ($1::text IS NULL OR a.team_id = $1)
 ORDER BY a.requested_at DESC LIMIT $2"""
@@ -51,6 +52,7 @@ def _item(r: asyncpg.Record, catalog: Catalog) -> dict[str, Any]:
         "args_size": r["args_size"],
         "args": args,
         "args_omitted": omitted,
+        "preview": r["preview"],
     }
 
 

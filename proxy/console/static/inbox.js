@@ -77,6 +77,8 @@ function card(item) {
       h("dt", null, "reasons"),
       h("dd", null, h("ul", null, (item.reasons || []).map((r) => h("li", null, r))))),
     args(item),
+    item.preview ? [h("p", { class: "muted" }, "What will run, as its service prepared it:"),
+      h("pre", { class: "preview" }, json(item.preview))] : null,
     h("div", { class: "decide" }, reason, buttons),
     msg);
   return { item, el, countdown, expires: Date.parse(item.expires_at) };
