@@ -414,3 +414,20 @@ def test_no_inline_code_and_no_html_sinks_in_the_shipped_files() -> None:
         for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(",
                      "new Function", "setAttribute(\"on", "setAttribute('on", "http://", "https://"):
             assert sink not in source, (name, sink)
+
+
+async def test_the_console_fails_closed_when_postgres_is_away(database_url) -> None:
+    from proxy.console.guard import RateGuard
+    from proxy.console.session import SessionStore
+    from proxy.db import create_pool
+    from proxy.errors import DependencyUnavailable
+    from proxy.limits.gcra import Rate
+
+    pool = await create_pool(database_url, min_size=1, max_size=1)
+    sessions, guard = SessionStore(pool), RateGuard(pool, Rate(per_minute=60, burst=5))
+    assert await sessions.get("a" * 43) is None  # up: no such session
+    await pool.close()
+    with pytest.raises(DependencyUnavailable):  # away: refused (503), never "no session"
+        await sessions.get("a" * 43)
+    with pytest.raises(DependencyUnavailable):
+        await guard.take("governance:g@t")

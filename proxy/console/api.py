@@ -13,7 +13,7 @@ from aiohttp import web
 from proxy.appkeys import CATALOG, CONSOLE, CONSOLE_SESSION, POOL, SETTINGS, identity_of
 from proxy.console.auth import cookie_secret
 from proxy.console.errors import TooManyConsoleStreams
-from proxy.console.inbox import pending
+from proxy.console.inbox import details, open_approvals
 from proxy.console.policy_view import policy_view
 from proxy.console.session import Session
 from proxy.identity import Identity
@@ -63,18 +63,18 @@ async def _stream(request: web.Request, identity: Identity, team: str | None) ->
     shown: dict[str, datetime] | None = None
     while time.monotonic() < ends:
         ticket = hub.ticket(team)
-        rows = await pending(pool, catalog, team)
-        current = {item["approval_id"]: (item, expires) for item, expires in rows}
+        current = await open_approvals(pool, team)
         chunks: list[bytes] = []
         if shown is None:
-            chunks.append(_sse("snapshot", {"now": _now().isoformat(),
-                                            "approvals": [item for item, _ in rows]}))
+            items = await details(pool, catalog, list(current))
+            chunks.append(_sse("snapshot", {"now": _now().isoformat(), "approvals": items}))
         else:
             chunks += [_sse("removed", {"approval_id": a}) for a in shown if a not in current]
             # Oldest first, so each lands on top of the inbox in order.
+            new = [a for a in reversed(current) if a not in shown]
             chunks += [_sse("added", {"now": _now().isoformat(), "approval": item})
-                       for a, (item, _) in reversed(current.items()) if a not in shown]
-        shown = {a: expires for a, (_, expires) in current.items()}
+                       for item in await details(pool, catalog, new)]
+        shown = current
         now = time.monotonic()
         if chunks:
             await resp.write(b"".join(chunks))

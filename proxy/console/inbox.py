@@ -4,6 +4,7 @@ first, with what a reviewer needs — tool, category, agent, run, reasons, the a
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from typing import Any
 
@@ -15,14 +16,20 @@ from proxy.catalog import Catalog
 MAX_ITEMS = 200
 MAX_SHOWN_ARGS_BYTES = 64 << 10  # larger arguments are named by hash and size only
 
-_PENDING = """
+# The open approvals' ids and deadlines (cheap: read on every change), then the details of
+# the ones a reader has not shown yet.
+_OPEN = """
+SELECT a.approval_id, a.expires_at FROM approvals a
+WHERE a.state = 'pending' AND a.expires_at > now() AND ($1::text IS NULL OR a.team_id = $1)
+ORDER BY a.requested_at DESC LIMIT $2"""
+
+_DETAILS = """
 SELECT a.approval_id, a.call_id, a.team_id, a.agent_id, a.tool, a.reasons, a.policy_revision,
        a.requested_at, a.expires_at, c.agent_run_id, c.turn_id, c.args, c.args_hash,
        c.args_size, c.confidential,
        to_jsonb(a) -> 'preview' AS preview  -- what will run, where the service prepared it
 FROM approvals a JOIN calls c USING (call_id)
-WHERE a.state = 'pending' AND a.expires_at > now() AND ($1::text IS NULL OR a.team_id = $1)
-ORDER BY a.requested_at DESC LIMIT $2"""
+WHERE a.approval_id = ANY($1::uuid[])"""
 
 
 def _item(r: asyncpg.Record, catalog: Catalog) -> dict[str, Any]:
@@ -56,8 +63,16 @@ def _item(r: asyncpg.Record, catalog: Catalog) -> dict[str, Any]:
     }
 
 
-async def pending(pool: asyncpg.Pool, catalog: Catalog,
-                  team_id: str | None) -> list[tuple[dict[str, Any], datetime]]:
-    """(item, expires_at) of the open approvals, newest first."""
-    rows = await pool.fetch(_PENDING, team_id, MAX_ITEMS)
-    return [(_item(r, catalog), r["expires_at"]) for r in rows]
+async def open_approvals(pool: asyncpg.Pool, team_id: str | None) -> dict[str, datetime]:
+    """approval_id -> expires_at of the open approvals (the MAX_ITEMS newest), newest first."""
+    rows = await pool.fetch(_OPEN, team_id, MAX_ITEMS)
+    return {str(r["approval_id"]): r["expires_at"] for r in rows}
+
+
+async def details(pool: asyncpg.Pool, catalog: Catalog, ids: list[str]) -> list[dict[str, Any]]:
+    """The inbox items of these approvals, in the order given."""
+    if not ids:
+        return []
+    rows = await pool.fetch(_DETAILS, [uuid.UUID(i) for i in ids])
+    by_id = {str(r["approval_id"]): _item(r, catalog) for r in rows}
+    return [by_id[i] for i in ids if i in by_id]
