@@ -19,6 +19,7 @@ from pdp.point import PolicyDecisionPoint
 from pdp.policy_set import PolicySet, load_policy_dir
 from pdp.policy_store import PolicyWatcher, active_policies
 from pdp.quotas import Quota, QuotaRepository
+from pdp.standing import StandingApprovals, StandingRepository
 from proxy import appkeys as k
 from proxy.approval_flow import ApprovalFlow
 from proxy.bus import close as close_nats
@@ -44,6 +45,7 @@ from proxy.routes import (
     admin_governance,
     admin_grants,
     admin_quotas,
+    admin_standing,
     approvals,
     calls,
     events,
@@ -173,6 +175,9 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
     s = app[k.SETTINGS]
     inflight = InFlight(app[k.NC], app[k.POOL])
     await inflight.start()
+    standing_repo = StandingRepository(app[k.POOL])
+    standing = StandingApprovals(standing_repo, app[k.LISTENER])
+    await standing.start()
     pipeline = Pipeline(
         settings=s,
         catalog=app[k.CATALOG],
@@ -186,6 +191,7 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
         runs=RunRepository(app[k.POOL]),
         inflight=inflight,
         metrics=app[k.METRICS],
+        standing=standing,
     )
     flow = ApprovalFlow(pipeline)
     flow.start_sweeper()
@@ -196,9 +202,11 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
     app[k.PIPELINE] = pipeline
     app[k.APPROVAL_FLOW] = flow
     app[k.EVENT_HUB] = hub
+    app[k.STANDING_REPO] = standing_repo
     yield
     await keeper.close()
     await flow.close()
+    await standing.close()
     await inflight.close()
 
 
@@ -213,7 +221,7 @@ def create_app(settings: Settings) -> web.Application:
     app[k.VERIFIER] = TokenVerifier(settings)
     # Created in order, released in reverse.
     app.cleanup_ctx.extend([_postgres, _nats, _pdp, _catalog, _journal, _limits, _pipeline])
-    for module in (tools, usage, admin_grants, admin_governance, admin_quotas, approvals, calls,
-                   runs, events, mcp, openai_tools, probes):
+    for module in (tools, usage, admin_grants, admin_governance, admin_quotas, admin_standing,
+                   approvals, calls, runs, events, mcp, openai_tools, probes):
         app.router.add_routes(module.routes)
     return app

@@ -11,6 +11,7 @@ from pdp.listener import Listener
 from pdp.overrides import OverrideRepository
 from pdp.point import PolicyDecisionPoint
 from pdp.quotas import QuotaRepository
+from pdp.standing import StandingRepository
 from proxy.approval_flow import ApprovalFlow
 from proxy.catalog import Catalog
 from proxy.event_hub import EventHub
@@ -39,6 +40,7 @@ QUOTA_REPO = web.AppKey("quota_repo", QuotaRepository)
 PIPELINE = web.AppKey("pipeline", Pipeline)
 APPROVAL_FLOW = web.AppKey("approval_flow", ApprovalFlow)
 EVENT_HUB = web.AppKey("event_hub", EventHub)
+STANDING_REPO = web.AppKey("standing_repo", StandingRepository)
 
 IDENTITY = web.RequestKey("identity", Identity)  # set by the authentication middleware
 

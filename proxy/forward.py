@@ -25,6 +25,8 @@ class CallMeta:
     agent_id: str
     run_id: str | None
     confidential: bool
+    approval: str | None = None  # "per_call" | "standing" (proxy.binding.approval_meta)
+    approval_ref: str | None = None
 
 
 class BadToolReply(Exception):
@@ -43,6 +45,10 @@ def headers_for(meta: CallMeta, deadline_epoch_s: float) -> dict[str, str]:
         h[p.H_RUN_ID] = meta.run_id
     if meta.confidential:
         h[p.H_CONFIDENTIAL] = "1"
+    if meta.approval:
+        h[p.H_APPROVAL] = meta.approval
+        if meta.approval_ref:
+            h[p.H_APPROVAL_REF] = meta.approval_ref
     return h
 
 
@@ -64,8 +70,9 @@ async def forward(
     timeout_s: float,
     max_reply_bytes: int,
     metrics: Metrics,
+    subject: str | None = None,
 ) -> tuple[p.ToolReply, list[str]]:
-    """Request/reply on tools.<name>.invoke within the deadline: (reply, diagnostics).
+    """Request/reply on tools.<name>.invoke (or `subject`) within the deadline: (reply, diagnostics).
 
     Raises ToolUnavailable (no responders, disconnected), ToolTimeout, BadToolReply.
     """
@@ -85,7 +92,7 @@ async def forward(
         raise DependencyUnavailable("the message bus is unavailable")
     try:
         msg = await nc.request(
-            manifest.subject,
+            subject or manifest.subject,
             payload,
             timeout=timeout_s,
             headers=headers_for(meta, time.time() + timeout_s),

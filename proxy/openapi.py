@@ -12,6 +12,7 @@ from proxy.envelope import InvokeRequest
 from proxy.routes.admin_governance import OverrideKey, OverrideRequest, PolicyPush
 from proxy.routes.admin_grants import GrantRequest
 from proxy.routes.admin_quotas import QuotaBody, QuotaKey
+from proxy.routes.admin_standing import StandingRequest
 from proxy.routes.approvals import DecisionBody, ResumeBody
 from proxy.routes.openai_tools import ToolCallsBody
 from proxy.routes.runs import Complete, Plan, StartRun
@@ -42,6 +43,9 @@ OPERATIONS: list[tuple[str, str, str, str, type[BaseModel] | None, bool]] = [
     ("post", "/v1/admin/quotas", "admin", "Set a daily quota", QuotaBody, False),
     ("get", "/v1/admin/quotas", "admin", "Quotas with today's use", None, False),
     ("post", "/v1/admin/quotas/delete", "admin", "Delete a quota", QuotaKey, False),
+    ("post", "/v1/admin/standing-approvals", "governance", "Grant a standing approval (tool, agent or team, argument constraint, expiry, max calls)", StandingRequest, False),
+    ("get", "/v1/admin/standing-approvals", "governance", "List standing approvals with their use", None, False),
+    ("post", "/v1/admin/standing-approvals/{standing_approval_id}/revoke", "governance", "Revoke a standing approval (every replica, at once)", None, False),
     ("get", "/v1/admin/decisions", "admin", "The decision log", None, False),
     ("get", "/v1/admin/policies", "admin", "Serving policy revision and history", None, False),
     ("post", "/v1/admin/policies", "admin", "Push (validate, test, activate) a policy revision", PolicyPush, False),

@@ -1,4 +1,5 @@
-"""The built-in services: five category-A tools and one real tool in each other category."""
+"""The built-in services: five category-A tools, one real tool in categories B and C, and the
+DAARION platforms in D (the wallet's chain tools start with it when a chain is configured)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ from services import (
     calendar_service,
     data_query_service,
     embeddings_service,
-    greenfood_service,
     math_service,
     memory_service,
     task_service,
     text_service,
 )
+from services.platforms import energy, greenfood, water
 from services.sdk import Service
 
 
@@ -26,7 +27,9 @@ def builtin_services(pool: asyncpg.Pool) -> list[Service]:
         embeddings_service.service(),
         task_service.service(pool),
         data_query_service.service(pool),
-        greenfood_service.service(pool),
+        greenfood.service(pool),
+        energy.service(pool),
+        water.service(pool),
     ]
 
 
@@ -40,4 +43,7 @@ BUILTIN_TOOLS = (
     "task.create",
     "data.query",
     "greenfood.order",
+    "energy.meter.read",
+    "water.usage.read",
+    "water.valve.set",
 )

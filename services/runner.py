@@ -11,6 +11,7 @@ from proxy.bus import close as close_nats
 from proxy.bus import connect
 from proxy.db import create_pool
 from services.builtin import builtin_services
+from services.wallet.service import configured_wallet
 
 log = structlog.get_logger("toolproxy.services")
 
@@ -19,6 +20,9 @@ async def run_services(database_url: str, nats_url: str) -> None:
     pool = await create_pool(database_url, min_size=1, max_size=10)
     nc = await connect(nats_url, name="toolproxy-services")
     services = builtin_services(pool)
+    wallet = configured_wallet(pool)  # only with TOOLPROXY_CHAIN_RPC_URL
+    if wallet is not None:
+        services.append(wallet[0])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -32,5 +36,7 @@ async def run_services(database_url: str, nats_url: str) -> None:
         for s in services:
             await s.stop()
         await close_nats(nc)
+        if wallet is not None:
+            await wallet[1].close()
         await pool.close()
         log.info("services_stopped")

@@ -4,7 +4,8 @@
 #   version, subject{agent_id, team_id, roles}, action ("tool.<name>.invoke"),
 #   tool{tool_id, version, category, action, risk, network, requires_approval, timeout_ms, plugin},
 #   args, context{team_id, agent_run_id, confidential}, grants (exact capabilities),
-#   overrides (this subject's per-tool overrides), approval (null | {state, args_match}),
+#   overrides (this subject's per-tool overrides),
+#   approval (null | {state, args_match} | {state: "standing", args_match, standing_approval_id}),
 #   phase ("list" | "call").
 # Output: data.toolproxy.authz.decision = {allow, require_approval, reasons[], obligations}.
 #
@@ -65,6 +66,14 @@ confidential_denials contains "confidential_excludes_category_d" if tool.categor
 
 confidential_denials contains "confidential_excludes_plugins" if tool.plugin == true
 
+# Operator-only tools: agents neither see nor call them (an admin token may).
+operator_tools := {"water.valve.set"}
+
+deny contains "operator_only_tool" if {
+	tool.tool_id in operator_tools
+	not "admin" in input.subject.roles
+}
+
 # Argument-aware rules: only a call has arguments.
 deny contains reason if {
 	phase == "call"
@@ -108,12 +117,17 @@ default approval_state := "pending"
 approval_state := input.approval.state
 
 # [allow, require_approval, reason]. An approval given for other arguments is no approval;
-# an unknown state fails closed.
+# an unknown state fails closed. A standing approval (governance's pre-approval, already
+# matched against its argument constraint and counted) stands for a per-call approval.
 approval_outcome := [true, true, "approval_required"] if {
 	approval_state == "pending"
 } else := [true, false, "approved"] if {
 	approval_state == "approved"
 	input.approval.args_match == true
+} else := [true, false, "standing_approval"] if {
+	approval_state == "standing"
+	input.approval.args_match == true
+	is_string(input.approval.standing_approval_id)
 } else := [false, false, "approval_args_mismatch"] if {
 	approval_state == "approved"
 } else := [false, false, "approval_denied"] if {
