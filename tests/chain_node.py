@@ -98,6 +98,14 @@ class ChainNode:
             value = self.tester.get_storage_at(to_checksum_address(address), hex(slot))
             return int(value, 16) if isinstance(value, str) else int.from_bytes(value, "big")
 
+    def fund(self, address: str, wei: int = 10**20) -> None:
+        """Credits an account from the first funded one (eth-tester's unlocked accounts)."""
+        with self._lock:
+            self.tester.send_transaction({"from": self.tester.get_accounts()[0],
+                                          "to": to_checksum_address(address), "value": wei,
+                                          "gas": 21_000, "max_fee_per_gas": 10**10,
+                                          "max_priority_fee_per_gas": 10**9})
+
     def deploy(self) -> str:
         """Deploys the one-shot storage contract from the last funded account; its address."""
         with self._lock:
