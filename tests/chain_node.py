@@ -32,6 +32,9 @@ FUNDED_KEYS = [f"0x{i:064x}" for i in range(1, 11)]
 #            PUSH1 0 CALLDATALOAD PUSH1 0 SSTORE STOP  JUMPDEST PUSH1 0 DUP1 REVERT
 RUNTIME = "361560125760005460125760003560005500" + "5b600080fd"
 INIT = "6017600c60003960176000f3" + RUNTIME
+# And one that stores the first calldata word every time (benches call it repeatedly):
+#   PUSH1 0 CALLDATALOAD PUSH1 0 SSTORE STOP
+STORE_INIT = "6007600c60003960076000f3" + "60003560005500"
 
 
 def _q(value: int) -> str:

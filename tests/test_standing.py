@@ -290,3 +290,30 @@ async def test_never_more_calls_than_the_max_across_replicas_and_revocation_with
                 await asyncio.sleep(0.01)
     finally:
         replica.stop()
+
+
+async def test_the_standing_approvals_command(client, token, team, db_pool) -> None:
+    from tests.test_cli import cli
+
+    url = str(client.make_url("")).rstrip("/")
+    m = await meter(db_pool, team)
+    agent = await reader(client, token, team)
+    code, out, err = await cli("standing-approvals", "add", "--team", team, "--tool", TOOL,
+                               "--args", f'{{"meter_id": "{m}"}}', "--max-calls", "2",
+                               "--expires-in", "10m", "--url", url)
+    assert code == 0, err
+    sid = out.split()[0]
+    assert "active" in out and "0/2 calls" in out
+    await asyncio.sleep(0.2)
+    assert (await invoke(client, agent, TOOL, {"meter_id": m}))[0] == 200
+    code, out, err = await cli("standing-approvals", "list", "--team", team, "--url", url)
+    assert code == 0 and sid in out and "1/2 calls" in out, (out, err)
+    code, out, err = await cli("standing-approvals", "revoke", "--id", sid, "--url", url)
+    assert code == 0 and out.startswith(f"revoked {sid}"), err
+    assert (await invoke(client, agent, TOOL, {"meter_id": m}))[0] == 202
+    code, _, err = await cli("standing-approvals", "add", "--team", team, "--tool", TOOL,
+                             "--args", "[1]", "--max-calls", "2", "--url", url)
+    assert code == 1 and "--args must be a JSON object" in err
+    code, _, err = await cli("standing-approvals", "add", "--team", team, "--tool", "math",
+                             "--max-calls", "2", "--url", url)
+    assert code == 1 and "invalid_request" in err
