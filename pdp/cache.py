@@ -1,8 +1,10 @@
 """A bounded decision cache keyed by the exact input document and the policy revision.
 
 Exact keys make it correct for any deterministic policy: grants, arguments and context are all
-in the input, so any change is a different key. The TTL bounds staleness for policies that read
-the clock (e.g. business hours); set it to 0 to disable caching entirely.
+in the input, so any change is a different key, and a new policy revision empties it. The TTL
+(TOOLPROXY_PDP_CACHE_TTL_S, 5 s by default) bounds staleness for policies that read the clock
+(e.g. business hours), and how long a cached allow outlives a PDP that died (identical inputs
+only); set it to 0 to disable caching entirely.
 """
 
 from __future__ import annotations

@@ -258,7 +258,13 @@ class StandingApprovals:
             if not live.matches(agent_id, args, now):
                 continue
             sid = live.approval.standing_approval_id
-            if await self.repo.consume(sid):
+            try:
+                counted = await self.repo.consume(sid)
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                # Fail closed: without its count a standing approval does not apply.
+                log.warning("standing_consume_failed", standing_approval_id=sid, error=str(exc))
+                return None
+            if counted:
                 return {"state": STATE, "args_match": True, "standing_approval_id": sid}
             live.spent = True  # revoked, expired or used up: the NOTIFY reload follows
         return None

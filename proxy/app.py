@@ -9,6 +9,7 @@ import structlog
 from aiohttp import web
 
 from pdp.approvals import ApprovalRepository
+from pdp.cache import DecisionCache
 from pdp.embedded import EmbeddedEngine
 from pdp.engine import Engine
 from pdp.errors import PolicyInvalid
@@ -22,8 +23,8 @@ from pdp.quotas import Quota, QuotaRepository
 from pdp.standing import StandingApprovals, StandingRepository
 from proxy import appkeys as k
 from proxy.approval_flow import ApprovalFlow
+from proxy.bus import Reconnects, connect
 from proxy.bus import close as close_nats
-from proxy.bus import connect
 from proxy.catalog import Catalog
 from proxy.config import Settings
 from proxy.db import create_pool
@@ -40,6 +41,7 @@ from proxy.housekeeping import Housekeeping
 from proxy.idempotency import IdempotencyStore
 from proxy.inflight import InFlight
 from proxy.pipeline import Pipeline
+from proxy.run_budget import RunBudgets
 from proxy.runs import RunRepository
 from proxy.routes import (
     admin_governance,
@@ -75,7 +77,9 @@ async def _postgres(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _nats(app: web.Application) -> AsyncIterator[None]:
-    app[k.NC] = await connect(app[k.SETTINGS].require_nats_url(), name="toolproxy-proxy")
+    reconnects = app[k.RECONNECTS] = Reconnects()
+    app[k.NC] = await connect(app[k.SETTINGS].require_nats_url(), name="toolproxy-proxy",
+                              reconnects=reconnects)
     yield
     await close_nats(app[k.NC])
 
@@ -85,7 +89,7 @@ def _engine(settings: Settings) -> Engine:
         from pdp.opa import OpaEngine
 
         assert settings.opa_url is not None
-        return OpaEngine(settings.opa_url)
+        return OpaEngine(settings.opa_url, check_every_s=settings.opa_check_every_s)
     return EmbeddedEngine()
 
 
@@ -97,15 +101,20 @@ async def _pdp(app: web.Application) -> AsyncIterator[None]:
     grants = GrantCache(pool, app[k.LISTENER])
     await grants.start()
     engine = _engine(s)
-    pdp = PolicyDecisionPoint(engine, grants, budget_s=s.pdp_budget_ms / 1000.0)
+    cache_metric = app[k.METRICS].pdp_cache
+    pdp = PolicyDecisionPoint(engine, grants, budget_s=s.pdp_budget_ms / 1000.0,
+                              cache=DecisionCache(ttl_s=s.pdp_cache_ttl_s),
+                              on_cache=lambda result: cache_metric.labels(result=result).inc())
     watcher: PolicyWatcher | None = None
     if s.policy_dir is not None:
         policies: PolicySet = load_policy_dir(s.policy_dir)
     else:
         policies = await active_policies(pool) or load_policy_dir()
 
-        async def apply(new: PolicySet) -> None:
-            if new.revision == pdp.revision:
+        async def apply(new: PolicySet, pushed: bool) -> None:
+            # A push (or a reconnect) loads it even at the same revision: an OPA server that
+            # lost its policy gets it back; a periodic check only acts on a new revision.
+            if new.revision == pdp.revision and not pushed:
                 return
             try:
                 revision = await pdp.load(new)
@@ -133,6 +142,7 @@ async def _pdp(app: web.Application) -> AsyncIterator[None]:
 async def _catalog(app: web.Application) -> AsyncIterator[None]:
     catalog = Catalog(app[k.NC], app[k.POOL], app[k.METRICS])
     await catalog.start()
+    app[k.RECONNECTS].add("catalog", catalog.rediscover)
     app[k.CATALOG] = catalog
     yield
     await catalog.close()
@@ -141,6 +151,7 @@ async def _catalog(app: web.Application) -> AsyncIterator[None]:
 async def _journal(app: web.Application) -> AsyncIterator[None]:
     journal = Journal(app[k.NC], app[k.POOL], app[k.METRICS])
     await journal.start()
+    app[k.RECONNECTS].add("journal", journal.ensure)
     app[k.JOURNAL] = journal
     yield
     await journal.close()
@@ -165,6 +176,7 @@ async def _limits(app: web.Application) -> AsyncIterator[None]:
                            quota_of=app[k.GRANTS].quota, on_counted=remaining,
                            team_per_minute=dict(s.team_rate_per_minute))
     await limiter.start()
+    app[k.RECONNECTS].add("limits", limiter.ensure)
     app[k.LIMITER] = limiter
     app[k.QUOTA_REPO] = QuotaRepository(app[k.POOL])
     yield
@@ -175,6 +187,9 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
     s = app[k.SETTINGS]
     inflight = InFlight(app[k.NC], app[k.POOL])
     await inflight.start()
+    budgets = RunBudgets(app[k.NC], app[k.POOL], app[k.LISTENER])
+    await budgets.start()
+    app[k.RECONNECTS].add("run_budgets", budgets.ensure)
     standing_repo = StandingRepository(app[k.POOL])
     standing = StandingApprovals(standing_repo, app[k.LISTENER])
     await standing.start()
@@ -189,6 +204,7 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
         limiter=app[k.LIMITER],
         idempotency=IdempotencyStore(app[k.POOL], ttl=timedelta(seconds=s.idempotency_ttl_s)),
         runs=RunRepository(app[k.POOL]),
+        budgets=budgets,
         inflight=inflight,
         metrics=app[k.METRICS],
         standing=standing,
@@ -207,6 +223,7 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
     await keeper.close()
     await flow.close()
     await standing.close()
+    await budgets.close()
     await inflight.close()
 
 

@@ -78,13 +78,38 @@ WHERE c.status NOT IN ('COMPLETED', 'FAILED', 'DENIED', 'UNAVAILABLE', 'CANCELLE
 """
 
 
+# Fields an update keeps from the earlier record when it has one (the rest: the later wins).
+_FIRST_WINS = ("result_id", "started_at")
+_MERGED = ("owner", "decision_id", "result_id", "http_status", "response", "diagnostic", "refs",
+           "started_at", "deadline_at", "finished_at", "latency_ms")
+
+
+def fold(records: list[CallRecord]) -> list[CallRecord]:
+    """One record per call, merged exactly as the upsert merges a later record into a row: a
+    terminal record is final; otherwise non-empty fields of the later record win (but the first
+    result_id and started_at stay). Postgres refuses an upsert touching a row twice."""
+    merged: dict[str, CallRecord] = {}
+    for r in records:
+        old = merged.get(r.call_id)
+        if old is None:
+            merged[r.call_id] = r
+        elif old.status not in TERMINAL:
+            update: dict[str, Any] = {"status": r.status}
+            for name in _MERGED:
+                new, before = getattr(r, name), getattr(old, name)
+                keep_old = before is not None and (new is None or name in _FIRST_WINS)
+                update[name] = before if keep_old else new
+            merged[r.call_id] = old.model_copy(update=update)
+    return list(merged.values())
+
+
 async def write_calls(conn: asyncpg.Connection, records: list[CallRecord]) -> None:
     """Upsert; a call that already reached a terminal status is never changed again (so a
     late start record, or a second ending, cannot undo the first ending)."""
     if not records:
         return
     cols: list[list[Any]] = [[] for _ in range(22)]
-    for r in records:
+    for r in fold(records):
         values = (
             uuid.UUID(r.call_id), r.team_id, r.agent_id, r.agent_run_id, r.tool, r.status,
             r.owner, r.args_hash, r.args_size, r.confidential, r.idempotency_key,

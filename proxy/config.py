@@ -36,8 +36,12 @@ class Settings(BaseSettings):
 
     pdp: Literal["embedded", "opa"] = "embedded"
     opa_url: str | None = None
+    opa_check_every_s: float = Field(default=1.0, gt=0, le=3600)  # is the server still holding our policy?
     policy_dir: Path | None = None  # pins this replica to a directory of policies
     pdp_budget_ms: float = Field(default=50.0, gt=0, le=5_000)  # over budget: a denial
+    # How long a decision is reused for an identical input (0: never). Also how long cached
+    # allows outlive a PDP that died; never across a policy revision.
+    pdp_cache_ttl_s: float = Field(default=5.0, ge=0, le=300)
     approval_ttl_s: int = Field(default=900, ge=1, le=7 * 24 * 3600)
 
     # Where rate buckets and quota counters live: "nats" (JetStream KV, the default: concurrent

@@ -50,6 +50,7 @@ from proxy.journal import Entry, Journal
 from proxy.limits.limiter import Limiter, LimitsUnavailable
 from proxy.metrics import Metrics
 from proxy.output import schema_problem, shape_output
+from proxy.run_budget import BudgetUnavailable, RunBudgets
 from proxy.runs import RunRepository
 from services.sdk.manifest import ToolManifest, is_valid_tool_name
 
@@ -80,6 +81,7 @@ class Pipeline:
         limiter: Limiter,
         idempotency: IdempotencyStore,
         runs: RunRepository,
+        budgets: RunBudgets,
         inflight: InFlight,
         metrics: Metrics,
         standing: StandingApprovals | None = None,
@@ -94,6 +96,7 @@ class Pipeline:
         self.limiter = limiter
         self.idempotency = idempotency
         self.runs = runs
+        self.budgets = budgets
         self.inflight = inflight
         self.metrics = metrics
         self.standing = standing
@@ -101,7 +104,6 @@ class Pipeline:
         # tool's view in the policy input, built once instead of on every call.
         self._prepared: dict[str, tuple[ToolManifest, Draft202012Validator, Draft202012Validator,
                                         dict[str, Any]]] = {}
-        self._background: set[asyncio.Task[Any]] = set()
         disabled = {p.strip() for p in settings.bench_disable.split(",") if p.strip()}
         self._limits_on = "limits" not in disabled
         self._journal_on = "journal" not in disabled
@@ -308,8 +310,7 @@ class Pipeline:
                    payload={"tool": call.manifest.tool_id, "reasons": decision.reasons})
         if self._journal_on:
             await asyncio.shield(self.journal.record(
-                decisions=[record], events=call.events, team_id=call.identity.team_id,
-                key=f"{call.call_id}:held"))
+                decisions=[record], events=call.events, key=f"{call.call_id}:held"))
         self.metrics.requests.labels(tool=call.manifest.tool_id, category=call.manifest.category,
                                      status="AUTHORIZATION_REQUIRED").inc()
         log.info("call_awaiting_approval", approval_id=approval.approval_id)
@@ -324,16 +325,16 @@ class Pipeline:
         m = call.manifest
         if call.agent_run_id is not None:
             try:
-                refusal = await self.runs.reserve(call.identity.team_id, call.agent_run_id)
-            except Exception as exc:
-                log.warning("run_budget_unavailable", error=str(exc))
+                refusal = await self.budgets.reserve(call.identity.team_id, call.agent_run_id)
+            except BudgetUnavailable:
                 return Ending(503, "UNAVAILABLE", "dependency_unavailable",
                               "the run's budget could not be checked; nothing was executed")
             if refusal is not None:
                 message = ("the run is completed" if refusal == "run_completed"
                            else "the run's budget is used up")
                 return Ending(403, "DENIED", refusal, message, reasons=[refusal])
-            call.run_reserved = True
+            info = self.budgets.known(call.identity.team_id, call.agent_run_id)
+            call.run_reserved = info is not None and info.budgeted
         if not self._limits_on:
             return None
         try:
@@ -357,7 +358,7 @@ class Pipeline:
             refused = Ending(429, "DENIED", admission.code, message, reasons=[admission.reason],
                              retry_after=admission.retry_after)
         if call.run_reserved:
-            await self.runs.release(call.identity.team_id, call.agent_run_id or "")
+            await self.budgets.release(call.identity.team_id, call.agent_run_id or "")
             call.run_reserved = False
         return refused
 
@@ -422,9 +423,8 @@ class Pipeline:
         cost = round(m.cost.price(reply.tokens_used, reply.compute_units), 12)
         self.limiter.settle(team_id=call.identity.team_id, agent_id=call.identity.agent_id,
                             tokens=reply.tokens_used, compute=reply.compute_units, cost=cost)
-        if call.run_reserved and (reply.tokens_used or cost):
-            self._spawn(self.runs.settle(call.identity.team_id, call.agent_run_id or "",
-                                         reply.tokens_used, cost))
+        if call.run_reserved:
+            self.budgets.settle(call.identity.team_id, call.agent_run_id or "", reply.tokens_used, cost)
         refs = {"object_refs": reply.object_refs, "artifacts": list(reply.artifacts),
                 "observations": reply.observations, "provenance_refs": reply.provenance_refs}
         e = Ending(200, "FAILED", executed=True, result_id=str(uuid.uuid4()), tokens=reply.tokens_used,
@@ -516,7 +516,7 @@ class Pipeline:
             created_at=call.started_at, started_at=started, deadline_at=deadline,
         )
         entry = Entry(call=row, events=list(call.events), key=f"{call.call_id}:start:{call.decision_id}")
-        await self.journal.note(entry, call.identity.team_id)
+        await self.journal.note(entry)
 
     def _emit(self, call: Call, type_: str, *, refs: dict[str, Any] | None = None,
               payload: dict[str, Any] | None = None) -> None:
@@ -528,11 +528,6 @@ class Pipeline:
             digest, size = args_digest(call.args)
             return {"args_sha256": digest, "args_size": size}
         return {"args": call.args}
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
 
 
 def error_outcome(exc: ApiError) -> Outcome:

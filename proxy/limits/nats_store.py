@@ -11,10 +11,11 @@ import time
 from typing import Any
 
 import structlog
-from nats.js import JetStreamContext
+from nats.aio.client import Client as NATS
 from nats.js.api import KeyValueConfig, StorageType
 
 from pdp.quotas import Quota
+from proxy.jetstream import Ensure
 from proxy.limits import keys
 from proxy.limits.counters import Counters
 from proxy.limits.gcra import Rate, Verdict, give_back, take
@@ -38,26 +39,38 @@ QUOTA_BUCKET = "toolproxy_quota"
 class NatsLimiter:
     def __init__(
         self,
-        js: JetStreamContext,
+        nc: NATS,
         quota_of: QuotaOf,
         on_counted: OnCounted | None = None,
         *,
         team_per_minute: dict[str, float] | None = None,
+        timeout_s: float = 1.0,
     ) -> None:
-        self._js = js
+        self._nc = nc
+        self._js = nc.jetstream(timeout=timeout_s)
         self._team_per_minute = team_per_minute or {}
         self._quota_of = quota_of
         self._on_counted = on_counted  # e.g. to publish remaining-quota gauges
         self._rates: CasStore | None = None
         self._quotas: CasStore | None = None
         self._settling: set[asyncio.Task[None]] = set()
+        self.ensure = Ensure(self._ensure_buckets)
 
     async def start(self) -> None:
-        # Rate state is worth little after a restart (buckets refill within a minute): kept in
-        # memory for fast acknowledgements. Quota counters must survive one: on disk.
+        await self.ensure()
+
+    async def _ensure_buckets(self) -> None:
+        """Rate state is worth little after a restart (buckets refill within a minute): kept in
+        memory for fast acknowledgements, and re-created empty when a restarted server lost
+        it. Quota counters must survive one: on disk."""
         rate_kv = await self._bucket(RATE_BUCKET, ttl=3600.0, storage=StorageType.MEMORY)
         quota_kv = await self._bucket(QUOTA_BUCKET, ttl=3 * 86400.0, storage=StorageType.FILE)
-        self._rates, self._quotas = CasStore(rate_kv), CasStore(quota_kv)
+        if self._rates is None or self._quotas is None:
+            self._rates = CasStore(rate_kv, on_missing=self.ensure)
+            self._quotas = CasStore(quota_kv, on_missing=self.ensure)
+        else:
+            self._rates.forget()
+            self._quotas.forget()
 
     async def _bucket(self, name: str, ttl: float, storage: StorageType) -> Any:
         try:
@@ -84,6 +97,8 @@ class NatsLimiter:
         now: float | None = None,
     ) -> Admission:
         assert self._rates is not None and self._quotas is not None
+        if not self._nc.is_connected:  # refused at once, not after a timeout per bucket
+            raise LimitsUnavailable("the message bus is disconnected")
         now = time.time() if now is None else now
         agent_rate, team_rate = rates(category, rate, self._team_per_minute)
         agent_key = keys.agent_tool(team_id, agent_id, tool)
