@@ -83,7 +83,8 @@ async def test_meter_readings(client, token, team, db_pool, tool, platform, key,
     status, body = await invoke(client, agent, tool, {"meter_id": m, "from": iso(0)})
     assert body["error"]["tool_code"] == "range_too_large"
     recent = await recent_meter(db_pool, team, platform)
-    since = (datetime.now(timezone.utc) - timedelta(hours=2, minutes=30)).isoformat()
+    hour = await db_pool.fetchval("SELECT max(at) FROM platform_readings WHERE meter_id = $1", recent)
+    since = (hour - timedelta(hours=2, minutes=30)).isoformat()
     status, body = await invoke(client, agent, tool, {"meter_id": recent, "from": since})
     assert len(body["output"]["readings"]) == 3, body
 

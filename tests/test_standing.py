@@ -119,7 +119,8 @@ async def test_a_json_schema_constraint(client, token, team, db_pool) -> None:
                                 expires_at=later(), max_calls=10)
     assert status == 201, sa
     await asyncio.sleep(0.2)
-    since = (datetime.now(timezone.utc) - timedelta(hours=5, minutes=30)).isoformat()
+    hour = await db_pool.fetchval("SELECT max(at) FROM platform_readings WHERE meter_id = $1", m1)
+    since = (hour - timedelta(hours=5, minutes=30)).isoformat()  # the last six readings
     for m in (m1, m2):
         status, body = await invoke(client, agent, TOOL, {"meter_id": m, "from": since})
         assert status == 200, body
