@@ -268,19 +268,19 @@ async def test_a_standing_approval_covers_transfers_within_its_constraint(
     to = recipient()
     expires = (datetime.now(timezone.utc) + timedelta(hours=1)).isoformat()
     r = await client.post("/v1/admin/standing-approvals", headers=bearer(gov), json={
-        "team_id": team, "tool": "chain.transfer", "expires_at": expires, "max_calls": 3,
+        "team_id": team, "tool": "chain.transfer", "expires_at": expires, "max_calls": 6,
         "args_schema": {"type": "object", "required": ["to", "value_wei"],
                         "properties": {"to": {"const": to}, "value_wei": {"maximum": 1000}}}})
     assert r.status == 201, await r.text()
     sid = (await r.json())["standing_approval_id"]
     await asyncio.sleep(0.2)
 
-    # Two at once, from one sender: consecutive nonces, both mined (the sender lock).
+    # Four at once, from one sender: consecutive nonces, all mined (the sender lock).
     results = await asyncio.gather(*(invoke(client, payer, "chain.transfer", {"to": to, "value_wei": v})
-                                     for v in (300, 400)))
-    assert [s for s, _ in results] == [200, 200], results
-    assert sorted(b["output"]["nonce"] for _, b in results) == [0, 1]
-    assert node.balance(to) == 700
+                                     for v in (100, 200, 300, 400)))
+    assert [s for s, _ in results] == [200] * 4, results
+    assert sorted(b["output"]["nonce"] for _, b in results) == [0, 1, 2, 3]
+    assert node.balance(to) == 1000
     for _, body in results:
         row = await wallet_row(db_pool, body["call_id"])
         assert (row["authorization_kind"], row["state"]) == ("standing", "mined")
@@ -289,7 +289,7 @@ async def test_a_standing_approval_covers_transfers_within_its_constraint(
     assert (await invoke(client, payer, "chain.transfer", {"to": recipient(), "value_wei": 10}))[0] == 202
     r = await client.get("/v1/admin/standing-approvals", headers=bearer(gov))
     mine = [a for a in (await r.json())["standing_approvals"] if a["standing_approval_id"] == sid]
-    assert mine[0]["used_calls"] == 2
+    assert mine[0]["used_calls"] == 4
 
 
 async def test_a_failed_submission_leaves_no_half_state(chain_client, chain, token, db_pool, nats_url) -> None:
@@ -370,3 +370,41 @@ async def test_refusals_before_anything_is_held(chain_client, chain, token) -> N
         assert (status, body["error"]["code"]) == (400, "invalid_args"), bad
     status, body = await invoke(client, payer, "chain.call", {"to": to, "data": "0x123"})
     assert (status, body["error"]["code"]) == (400, "invalid_args")
+
+
+def test_approval_preview_and_a_prepare_handler_go_together() -> None:
+    from services.sdk import Service
+    from services.sdk.errors import ManifestError
+    from services.sdk.service import ToolDef, make_manifest
+    from services.wallet.service import TRANSFER
+
+    async def handler(args, ctx):  # pragma: no cover - never called
+        return {}
+
+    with pytest.raises(ManifestError, match="approval_preview"):
+        Service(name="x", tools=[ToolDef(manifest=TRANSFER, handler=handler)])
+    plain = make_manifest({"tool_id": "x.y", "category": "D", "action": "write", "description": "d",
+                           "input_schema": {"type": "object"}})
+    with pytest.raises(ManifestError, match="approval_preview"):
+        Service(name="x", tools=[ToolDef(manifest=plain, handler=handler, prepare=handler)])
+
+
+def test_the_keys_file_is_checked_and_keys_never_shown(tmp_path) -> None:
+    from services.wallet.keys import KeyFileError
+
+    secret = Account.create().key.hex()
+    path = tmp_path / "keys.json"
+    path.write_text(orjson.dumps({"team-1": secret}).decode())
+    path.chmod(0o644)
+    with pytest.raises(KeyFileError, match="chmod 600"):
+        WalletKeys.from_file(path)
+    path.chmod(0o600)
+    keys = WalletKeys.from_file(path)
+    assert keys.address("team-1") == Account.from_key(secret).address
+    assert keys.address("team-2") is None
+    assert secret.removeprefix("0x") not in repr(keys)
+    for bad in ({"team-1": "0x1234"}, {"bad team": secret}, [secret]):
+        path.write_text(orjson.dumps(bad).decode())
+        with pytest.raises(KeyFileError) as caught:
+            WalletKeys.from_file(path)
+        assert secret.removeprefix("0x") not in str(caught.value)

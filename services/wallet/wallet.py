@@ -125,24 +125,26 @@ class Wallet:
             # Bound to the hash governance approved, and the kept fields still hash to it.
             if ctx.approval_ref != stored.signing_hash or stored.tx.signing_hash() != stored.signing_hash:
                 raise ToolError("the transaction differs from the approved one", code="tx_mismatch")
+            if stored.state in ("prepared", "signing", "signed"):
+                async with self._sender_lock(stored.tx.from_address, stored.tx.chain_id, until) as conn:
+                    await self._submit(conn, stored.call_id)
         elif ctx.approval == "standing" and ctx.approval_ref:
-            stored = await self.store.get(ctx.call_id)
-            if stored is None:
-                stored = await self._standing(tool, intent, ctx, until)
-            else:
-                self._check_same(stored, intent, ctx, tool)
+            # Covered by a standing approval: built now, signed and sent under one hold of the
+            # sender's lock (so concurrent calls get consecutive nonces).
+            sender = self._sender(ctx.team_id)
+            async with self._sender_lock(sender, await self._chain_id(), until) as conn:
+                stored = await self.store.get(ctx.call_id)
+                if stored is None:
+                    tx = await self._build(intent, ctx.team_id)
+                    stored = await self.store.prepared(call_id=ctx.call_id, team_id=ctx.team_id,
+                                                       agent_id=ctx.agent_id, tool=tool,
+                                                       kind="standing", tx=tx)
+                else:
+                    self._check_same(stored, intent, ctx, tool)
+                await self._submit(conn, stored.call_id)
         else:
             raise ToolError("the wallet signs approved transactions only", code="tx_not_approved")
-        return await self._execute(stored, until)
-
-    async def _standing(self, tool: str, intent: Intent, ctx: CallContext, until: float) -> StoredTx:
-        """Covered by a standing approval: built now, under the sender's lock (a fresh nonce)."""
-        sender = self._sender(ctx.team_id)
-        chain_id = await self._chain_id()
-        async with self._sender_lock(sender, chain_id, until):
-            tx = await self._build(intent, ctx.team_id)
-            return await self.store.prepared(call_id=ctx.call_id, team_id=ctx.team_id,
-                                             agent_id=ctx.agent_id, tool=tool, kind="standing", tx=tx)
+        return await self._finish(stored.call_id, until)
 
     async def _chain_id(self) -> int:
         try:
@@ -150,19 +152,23 @@ class Wallet:
         except (ChainUnreachable, ChainRejected) as exc:
             raise ToolError(f"the chain cannot be reached: {exc}", code="chain_unavailable") from None
 
-    async def _execute(self, stored: StoredTx, until: float) -> ToolResult:
-        if stored.state in ("prepared", "signing", "signed"):
-            async with self._sender_lock(stored.tx.from_address, stored.tx.chain_id, until) as conn:
-                current = await self.store.get(stored.call_id)
-                assert current is not None
-                if current.state in ("prepared", "signing"):
-                    await self._sign_and_send(conn, current)
-                elif current.state == "signed":
-                    await self._resend(current)
-            stored = await self.store.get(stored.call_id) or stored
+    async def _submit(self, conn: asyncpg.Connection, call_id: str) -> None:
+        """Under the sender's lock: sign and send once, or re-send the same signed bytes."""
+        current = await self.store.get(call_id)
+        assert current is not None
+        if current.state in ("prepared", "signing"):
+            await self._sign_and_send(conn, current)
+        elif current.state == "signed":
+            await self._resend(current)
+
+    async def _finish(self, call_id: str, until: float) -> ToolResult:
+        stored = await self.store.get(call_id)
+        assert stored is not None
         if stored.state in ("refused", "failed"):
             raise ToolError(_MESSAGES.get(stored.error_code or "", "the transaction failed"),
                             code=stored.error_code or "tx_failed")
+        if stored.state in ("prepared", "signing"):  # the chain could not be asked
+            raise ToolError("the chain cannot be reached (nothing was sent)", code="chain_unavailable")
         assert stored.tx_hash is not None
         if stored.state == "mined":
             receipt = {"status": stored.receipt_status, "block_number": stored.block_number}
