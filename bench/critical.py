@@ -17,7 +17,6 @@ import os
 import platform
 import sys
 import time
-import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
