@@ -16,6 +16,7 @@ from pdp.errors import PdpError, PdpTimeout
 from pdp.grants import GrantCache
 from pdp.input import Phase, build_input
 from pdp.policy_set import PolicySet
+from pdp.reads import EVERYTHING, InputReads, declared_reads
 
 log = structlog.get_logger("toolproxy.pdp")
 
@@ -35,6 +36,7 @@ class PolicyDecisionPoint:
         self.budget_s = budget_s
         self.cache = cache if cache is not None else DecisionCache()  # (an empty cache is falsy)
         self._on_cache = on_cache  # "hit" | "miss", for the metrics
+        self.reads: InputReads = EVERYTHING  # what the serving revision's decisions read
 
     @property
     def revision(self) -> str:
@@ -48,6 +50,7 @@ class PolicyDecisionPoint:
 
     async def load(self, policies: PolicySet) -> str:
         revision = await self.engine.load(policies)
+        self.reads = declared_reads(policies)
         self.cache.clear()
         return revision
 
@@ -99,7 +102,7 @@ class PolicyDecisionPoint:
     async def _evaluate(self, revision: str, doc: dict[str, Any]) -> Any:
         if not self.cache.enabled:
             return await self._run_engine(doc)
-        key = DecisionCache.key(revision, doc)
+        key = DecisionCache.key(revision, doc, self.reads)
         raw = self.cache.get(key)
         if self._on_cache is not None:
             self._on_cache("miss" if raw is None else "hit")

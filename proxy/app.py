@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
@@ -22,6 +23,7 @@ from pdp.policy_store import PolicyWatcher, active_policies
 from pdp.quotas import Quota, QuotaRepository
 from pdp.standing import StandingApprovals, StandingRepository
 from proxy import appkeys as k
+from proxy import tracing
 from proxy.approval_flow import ApprovalFlow
 from proxy.bus import Reconnects, connect
 from proxy.bus import close as close_nats
@@ -36,6 +38,7 @@ from proxy.middlewares.auth import authenticate
 from proxy.middlewares.errors import errors
 from proxy.middlewares.http_metrics import http_metrics
 from proxy.middlewares.request_context import request_context
+from proxy.middlewares.tracing import trace_request
 from proxy.event_hub import EventHub
 from proxy.housekeeping import Housekeeping
 from proxy.idempotency import IdempotencyStore
@@ -228,16 +231,18 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
 
 
 def create_app(settings: Settings) -> web.Application:
-    app = web.Application(
-        # Order, outermost first: request context -> metrics -> errors -> authentication.
-        middlewares=[request_context, http_metrics, errors, authenticate],
-        client_max_size=settings.max_body_bytes,
-    )
+    # Order, outermost first: (tracing) -> request context -> metrics -> errors -> authentication.
+    middlewares = [request_context, http_metrics, errors, authenticate]
+    if tracing.setup():
+        middlewares.insert(0, trace_request)
+    app = web.Application(middlewares=middlewares, client_max_size=settings.max_body_bytes)
     app[k.SETTINGS] = settings
     app[k.METRICS] = Metrics()
     app[k.VERIFIER] = TokenVerifier(settings)
     # Created in order, released in reverse.
     app.cleanup_ctx.extend([_postgres, _nats, _pdp, _catalog, _journal, _limits, _pipeline])
+    if tracing.enabled():
+        app.on_cleanup.append(lambda _: asyncio.to_thread(tracing.shutdown))
     for module in (tools, usage, admin_grants, admin_governance, admin_quotas, admin_standing,
                    approvals, calls, runs, events, mcp, openai_tools, probes):
         app.router.add_routes(module.routes)

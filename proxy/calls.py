@@ -128,16 +128,22 @@ def _iso(v: datetime | None) -> str | None:
     return v.isoformat() if v else None
 
 
-async def read_call(pool: asyncpg.Pool, call_id: str, team_id: str) -> dict[str, Any] | None:
-    """The call as GET /v1/calls/{id} shows it; None for another team's call (a 404, never a
-    403: other teams' calls do not exist for the caller)."""
-    try:
-        cid = uuid.UUID(call_id)
-    except ValueError:
-        return None
-    r = await pool.fetchrow("SELECT * FROM calls WHERE call_id = $1 AND team_id = $2", cid, team_id)
-    if r is None:
-        return None
+def result_id_for(call_id: str) -> str:
+    """A call's result id: derived from its call id by a fixed mask that keeps the UUID's
+    version and variant, so a result is found from its id alone (GET /v1/results/{id}), in
+    Postgres or still in the journal. Different from the call id, one per call."""
+    return str(uuid.UUID(int=uuid.UUID(call_id).int ^ _RESULT_MASK))
+
+
+def call_id_of(result_id: str) -> str:
+    return str(uuid.UUID(int=uuid.UUID(result_id).int ^ _RESULT_MASK))
+
+
+_RESULT_MASK = int("a5a5a5a5a5a50a5a1a5aa5a5a5a5a5a5", 16)  # zero on the version and variant bits
+
+
+def call_view(r: Any) -> dict[str, Any]:
+    """The call as GET /v1/calls/{id} shows it, from a row or a record (same field names)."""
     response = r["response"] or {}
     refs = r["refs"] or {}
     return {
@@ -165,3 +171,20 @@ async def read_call(pool: asyncpg.Pool, call_id: str, team_id: str) -> dict[str,
         "diagnostic": r["diagnostic"],
         "approval_id": response.get("approval_id"),
     }
+
+
+def result_view(call: dict[str, Any]) -> dict[str, Any]:
+    keys = ("result_id", "call_id", "tool", "status", "output", "error", "tokens_used", "cost_1t",
+            "object_refs", "artifacts", "observations", "provenance_refs", "finished_at")
+    return {k: call[k] for k in keys}
+
+
+async def read_call(pool: asyncpg.Pool, call_id: str, team_id: str) -> dict[str, Any] | None:
+    """The call as GET /v1/calls/{id} shows it; None for another team's call (a 404, never a
+    403: other teams' calls do not exist for the caller)."""
+    try:
+        cid = uuid.UUID(call_id)
+    except ValueError:
+        return None
+    r = await pool.fetchrow("SELECT * FROM calls WHERE call_id = $1 AND team_id = $2", cid, team_id)
+    return call_view(r) if r is not None else None

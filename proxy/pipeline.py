@@ -12,8 +12,6 @@ from typing import Any
 import asyncpg
 import orjson
 import structlog
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
 from nats.aio.client import Client as NATS
 
 from pdp.approvals import ApprovalRepository
@@ -22,10 +20,11 @@ from pdp.decision_log import DecisionRecord, decision_record
 from pdp.digest import args_digest
 from pdp.point import PolicyDecisionPoint
 from pdp.standing import StandingApprovals
+from proxy import tracing
 from proxy.accounting import call_record, kept_body, terminal_event, usage_record
 from proxy.binding import approval_meta, prepare_held
 from proxy.call import Call, Ending, Outcome, authorization_required_body, render
-from proxy.calls import CallRecord
+from proxy.calls import CallRecord, result_id_for
 from proxy.catalog import Catalog
 from proxy.config import Settings
 from proxy.envelope import InvokeRequest
@@ -53,6 +52,7 @@ from proxy.output import schema_problem, shape_output
 from proxy.run_budget import BudgetUnavailable, RunBudgets
 from proxy.runs import RunRepository
 from services.sdk.manifest import ToolManifest, is_valid_tool_name
+from services.sdk.validation import SchemaValidator
 
 log = structlog.get_logger("toolproxy.pipeline")
 
@@ -102,8 +102,9 @@ class Pipeline:
         self.standing = standing
         # Per manifest object (a catalog change replaces the object): the validators and the
         # tool's view in the policy input, built once instead of on every call.
-        self._prepared: dict[str, tuple[ToolManifest, Draft202012Validator, Draft202012Validator,
+        self._prepared: dict[str, tuple[ToolManifest, SchemaValidator, SchemaValidator,
                                         dict[str, Any]]] = {}
+        self._notes: set[asyncio.Task[None]] = set()
         disabled = {p.strip() for p in settings.bench_disable.split(",") if p.strip()}
         self._limits_on = "limits" not in disabled
         self._journal_on = "journal" not in disabled
@@ -123,11 +124,11 @@ class Pipeline:
             raise UnknownTool(f"no tool named {name!r}")
         return manifest
 
-    def _prepare(self, m: ToolManifest) -> tuple[ToolManifest, Draft202012Validator,
-                                                 Draft202012Validator, dict[str, Any]]:
+    def _prepare(self, m: ToolManifest) -> tuple[ToolManifest, SchemaValidator,
+                                                 SchemaValidator, dict[str, Any]]:
         cached = self._prepared.get(m.tool_id)
         if cached is None or cached[0] is not m:
-            cached = (m, Draft202012Validator(m.input_schema), Draft202012Validator(m.output_schema),
+            cached = (m, SchemaValidator(m.input_schema), SchemaValidator(m.output_schema),
                       m.model_dump(mode="json"))
             self._prepared[m.tool_id] = cached
         return cached
@@ -136,7 +137,7 @@ class Pipeline:
         return self._prepare(manifest)[3]
 
     def check_args(self, manifest: ToolManifest, args: dict[str, Any]) -> None:
-        error = best_match(self._prepare(manifest)[1].iter_errors(args))
+        error = self._prepare(manifest)[1].problem(args)
         if error is not None:
             message = error.message if len(error.message) <= 300 else error.message[:299] + "…"
             raise InvalidArgs(
@@ -180,8 +181,9 @@ class Pipeline:
         ctx_team = request.context.team_id
         if ctx_team is not None and ctx_team != identity.team_id:
             raise Denied("context.team_id does not match the token's team", reasons=["team_mismatch"])
-        manifest = self.resolve_tool(request.tool)
-        self.check_args(manifest, request.args)
+        with tracing.span("validate"):
+            manifest = self.resolve_tool(request.tool)
+            self.check_args(manifest, request.args)
         call = Call(
             identity=identity,
             manifest=manifest,
@@ -191,6 +193,7 @@ class Pipeline:
             call_id=str(uuid.uuid4()),
             decision_id=str(uuid.uuid4()),
         )
+        tracing.annotate(call_id=call.call_id, decision_id=call.decision_id, tool=manifest.tool_id)
         with self.bound(call):
             if request.idempotency_key is None:
                 return await self.run(call)
@@ -255,17 +258,18 @@ class Pipeline:
             call.approval = await self.standing.claim(  # a standing approval, counted; else None
                 team_id=call.identity.team_id, agent_id=call.identity.agent_id,
                 tool=call.manifest.tool_id, args=call.args)
-        decision, seconds, doc = await self.pdp.decide(
-            decision_id=call.decision_id,
-            agent_id=call.identity.agent_id,
-            team_id=call.identity.team_id,
-            roles=call.identity.roles,
-            tool=self.tool_view(call.manifest),
-            args=call.args,
-            context=call.context,
-            phase="call",
-            approval=call.approval,
-        )
+        with tracing.span("decide"):
+            decision, seconds, doc = await self.pdp.decide(
+                decision_id=call.decision_id,
+                agent_id=call.identity.agent_id,
+                team_id=call.identity.team_id,
+                roles=call.identity.roles,
+                tool=self.tool_view(call.manifest),
+                args=call.args,
+                context=call.context,
+                phase="call",
+                approval=call.approval,
+            )
         self.metrics.pdp_duration.labels(engine=decision.engine, phase="call").observe(seconds)
         record = decision_record(
             decision, doc, team_id=call.identity.team_id, agent_id=call.identity.agent_id,
@@ -366,7 +370,8 @@ class Pipeline:
 
     async def _execute(self, call: Call, decision: Decision,
                        record: DecisionRecord) -> tuple[Outcome, Ending]:
-        refused = await self._admit(call, decision)
+        with tracing.span("admit"):
+            refused = await self._admit(call, decision)
         if refused is not None:
             return await self._end(call, decision, refused, record), refused
         m = call.manifest
@@ -376,15 +381,14 @@ class Pipeline:
             agent_id=call.identity.agent_id, run_id=call.agent_run_id, confidential=call.confidential,
             **approval_meta(call.approval),
         )
-        started = datetime.now(timezone.utc)
+        started = call.forwarded_at = datetime.now(timezone.utc)
         self._emit(call, "agent.tool.started", payload={"tool": m.tool_id, "timeout_ms": timeout_ms})
-        if self._journal_on:
-            await self._note_start(call, started, started + timedelta(milliseconds=timeout_ms))
+        note = self._start_note(call, started, started + timedelta(milliseconds=timeout_ms))
         cancel_requested = self.inflight.watch(call.call_id, call.identity.team_id)
-        work = asyncio.ensure_future(forward(
+        work = asyncio.ensure_future(tracing.traced("forward", forward(
             self.nc, m, call.args, meta, timeout_s=timeout_ms / 1000.0,
             max_reply_bytes=self.settings.max_artifact_bytes, metrics=self.metrics,
-        ))
+        )))
         try:
             done, _ = await asyncio.wait({work, cancel_requested}, return_when=asyncio.FIRST_COMPLETED)
             if work not in done:
@@ -405,6 +409,8 @@ class Pipeline:
             raise
         finally:
             self.inflight.unwatch(call.call_id)
+            if note is not None:
+                note.cancel()
         return await self._end(call, decision, ending, record), ending
 
     async def _ending_from(self, call: Call, work: asyncio.Future[Any]) -> Ending:
@@ -427,7 +433,7 @@ class Pipeline:
             self.budgets.settle(call.identity.team_id, call.agent_run_id or "", reply.tokens_used, cost)
         refs = {"object_refs": reply.object_refs, "artifacts": list(reply.artifacts),
                 "observations": reply.observations, "provenance_refs": reply.provenance_refs}
-        e = Ending(200, "FAILED", executed=True, result_id=str(uuid.uuid4()), tokens=reply.tokens_used,
+        e = Ending(200, "FAILED", executed=True, result_id=result_id_for(call.call_id), tokens=reply.tokens_used,
                    compute=reply.compute_units, cost=cost, diagnostics=list(notes), refs=refs)
         if not reply.ok:
             assert reply.error is not None
@@ -484,9 +490,10 @@ class Pipeline:
                           finished=finished)
         # Shielded: a cancelled request (shutdown) still leaves its records behind.
         if self._journal_on:
-            await asyncio.shield(self.journal.record(
-                usage=usage, call=row, decisions=[record] if record is not None else [],
-                events=call.events))
+            with tracing.span("record"):
+                await asyncio.shield(self.journal.record(
+                    usage=usage, call=row, decisions=[record] if record is not None else [],
+                    events=call.events))
         log.info("call_finished", status=e.status, code=e.code, http_status=e.http_status,
                  latency_ms=round(elapsed * 1000.0, 3), policy_revision=decision.policy_revision,
                  reasons=decision.reasons)
@@ -506,6 +513,26 @@ class Pipeline:
             return await self._end(call, decision, ending, None)
 
     # --- records along the way ---------------------------------------------------------------
+
+    def _start_note(self, call: Call, started: datetime,
+                    deadline: datetime) -> asyncio.TimerHandle | None:
+        """A call's RUNNING row (so other replicas see it running, and resolve it if this one
+        dies) — only for a call still running after `start_note_after_ms`: a short call's end
+        record says everything, in one publish. A call with an idempotency key is noted at once
+        (a replay after a crash must find it)."""
+        if not self._journal_on:
+            return None
+        after = self.settings.start_note_after_ms / 1000.0
+        if call.idempotency_key is not None or after <= 0:
+            self._spawn(self._note_start(call, started, deadline))
+            return None
+        return asyncio.get_running_loop().call_later(
+            after, lambda: self._spawn(self._note_start(call, started, deadline)))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._notes.add(task)
+        task.add_done_callback(self._notes.discard)
 
     async def _note_start(self, call: Call, started: datetime, deadline: datetime) -> None:
         row = CallRecord(
