@@ -27,6 +27,7 @@ class CallMeta:
     confidential: bool
     approval: str | None = None  # "per_call" | "standing" (proxy.binding.approval_meta)
     approval_ref: str | None = None
+    replica: str | None = None  # plugin calls: where the plugin's internal() calls come back
 
 
 class BadToolReply(Exception):
@@ -49,6 +50,8 @@ def headers_for(meta: CallMeta, deadline_epoch_s: float) -> dict[str, str]:
         h[p.H_APPROVAL] = meta.approval
         if meta.approval_ref:
             h[p.H_APPROVAL_REF] = meta.approval_ref
+    if meta.replica:
+        h[p.H_REPLICA] = meta.replica
     return h
 
 

@@ -39,10 +39,12 @@ input_reads := {"args": ["data.query", "greenfood.order"], "agent_run_id": false
 
 # --- who may call what -------------------------------------------------------------------
 
-# Category A read tools are enabled for every agent.
+# Category A read tools are enabled for every agent, except plugins' (third-party code):
+# a team opts in to a plugin tool with a grant naming it.
 permitted contains "category_a_default" if {
 	tool.category == "A"
 	tool.action == "read"
+	object.get(tool, "plugin", false) != true
 }
 
 # Everything else needs a grant or an allow override naming this exact tool: exact string

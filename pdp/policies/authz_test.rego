@@ -21,6 +21,7 @@ tools := {
 	"energy.meter.read": tool("energy.meter.read", "D", "read", true, 5000),
 	"water.valve.set": tool("water.valve.set", "D", "write", true, 5000),
 	"plugin.echo": object.union(tool("plugin.echo", "B", "read", false, 3000), {"plugin": true}),
+	"text.wordfreq": object.union(tool("text.wordfreq", "A", "read", false, 2000), {"plugin": true}),
 }
 
 tool(id, category, action, requires_approval, timeout_ms) := {
@@ -195,6 +196,13 @@ test_confidential_mode_excludes_plugins if {
 	o := {"confidential": true, "grants": [grant("plugin.echo")]}
 	denied(decide("plugin.echo", o), ["confidential_excludes_plugins"])
 	allowed(decide("plugin.echo", {"grants": [grant("plugin.echo")]}), ["granted"])
+}
+
+test_plugin_category_a_tool_is_not_default_enabled if {
+	denied(decide("text.wordfreq", {}), ["grant_required"])
+	denied(decide("text.wordfreq", {"phase": "list"}), ["grant_required"])
+	allowed(decide("text.wordfreq", {"grants": [grant("text.wordfreq")]}), ["granted"])
+	allowed(decide("math", {}), ["category_a_default"])
 }
 
 test_confidential_mode_redacts_args_and_output if {

@@ -101,3 +101,13 @@ def services(settings: Settings) -> None:
     configure_logging(settings.log_level, settings.log_format)
     _install_uvloop()
     asyncio.run(run_services(settings.require_database_url(), settings.require_nats_url()))
+
+
+def plugin_host(settings: Settings) -> None:
+    from services.plugins.config import PluginSettings
+    from services.plugins.runner import run_plugin_host
+
+    configure_logging(settings.log_level, settings.log_format)
+    _install_uvloop()
+    asyncio.run(run_plugin_host(settings.require_database_url(), settings.require_nats_url(),
+                                PluginSettings()))

@@ -37,6 +37,7 @@ class CallContext:
     confidential: bool = False
     approval: str | None = None  # "per_call" | "standing" for calls that needed an approval
     approval_ref: str | None = None  # the approval's binding hash, or the standing approval's id
+    replica: str | None = None  # the proxy replica running the call (plugin calls only)
 
     def remaining(self) -> float:
         return self.deadline - time.time()
@@ -297,4 +298,5 @@ def _context(headers: dict[str, str], default_ms: int) -> CallContext:
         confidential=headers.get(p.H_CONFIDENTIAL) == "1",
         approval=headers.get(p.H_APPROVAL) or None,
         approval_ref=headers.get(p.H_APPROVAL_REF) or None,
+        replica=headers.get(p.H_REPLICA) or None,
     )
