@@ -274,15 +274,17 @@ async def test_never_more_calls_than_the_max_across_replicas_and_revocation_with
             calls = [invoke(client, agent, TOOL, {"meter_id": m}) for _ in range(5)]
             statuses = await asyncio.gather(*calls, *(on_b({"meter_id": m}) for _ in range(5)))
             codes = [x[0] if isinstance(x, tuple) else x for x in statuses]
-            assert sorted(codes) == [200] * 4 + [202] * 6, codes
+            assert sorted(codes) == [200] * 4 + [202] * 6, (codes, statuses)
             [row] = await listed(client, gov)
             assert (row["used_calls"], row["state"]) == (4, "exhausted")
 
             _, sa = await standing(client, gov, team_id=team, tool=TOOL, expires_at=later(), max_calls=1000)
             loop = asyncio.get_running_loop()
             made = loop.time()
-            while await on_b({"meter_id": m}) != 200:  # created on A, applied on B
-                assert loop.time() - made < 1.0, "standing approval not applied on replica b within 1 s"
+            # Created on A, applied on B once B's cache has it (NOTIFY: milliseconds; the bound
+            # here is generous, for a busy machine — the 1 s promise is about revocation).
+            while await on_b({"meter_id": m}) != 200:
+                assert loop.time() - made < 5.0, "standing approval not applied on replica b within 5 s"
                 await asyncio.sleep(0.01)
             assert (await revoke(client, gov, sa["standing_approval_id"]))[0] == 200
             revoked = loop.time()
