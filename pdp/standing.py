@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -227,6 +228,8 @@ class StandingApprovals:
 
     repo: StandingRepository
     listener: Listener
+    # (team, tool) -> the team's rules ask for an approval of every call: none stands for it.
+    per_call_required: Callable[[str, str], bool] = lambda team, tool: False
     full_reload_s: float = 30.0
     _by_key: dict[tuple[str, str], list[_Live]] = field(default_factory=dict, init=False)
     _task: asyncio.Task[None] | None = field(default=None, init=False)
@@ -251,7 +254,7 @@ class StandingApprovals:
         """The approval the policy sees ({"state": "standing", ...}) when a live standing
         approval matches and still has a call left (now counted), else None."""
         candidates = self._by_key.get((team_id, tool))
-        if not candidates:
+        if not candidates or self.per_call_required(team_id, tool):
             return None
         now = time.time()
         for live in candidates:

@@ -22,6 +22,7 @@ from pdp.policy_set import PolicySet, load_policy_dir
 from pdp.policy_store import PolicyWatcher, active_policies
 from pdp.quotas import Quota, QuotaRepository
 from pdp.standing import StandingApprovals, StandingRepository
+from pdp.team_rules import TeamRuleRepository
 from proxy import appkeys as k
 from proxy import tracing
 from proxy.approval_flow import ApprovalFlow
@@ -37,6 +38,7 @@ from proxy.metrics import Metrics
 from proxy.middlewares.auth import authenticate
 from proxy.middlewares.errors import errors
 from proxy.middlewares.http_metrics import http_metrics
+from proxy.middlewares.inputs import refuse_nul
 from proxy.middlewares.request_context import request_context
 from proxy.middlewares.tracing import trace_request
 from proxy.event_hub import EventHub
@@ -55,6 +57,7 @@ from proxy.routes import (
     admin_grants,
     admin_quotas,
     admin_standing,
+    admin_team_rules,
     approvals,
     calls,
     events,
@@ -138,6 +141,7 @@ async def _pdp(app: web.Application) -> AsyncIterator[None]:
     app[k.GRANTS] = grants
     app[k.GRANT_REPO] = GrantRepository(pool)
     app[k.OVERRIDE_REPO] = OverrideRepository(pool)
+    app[k.TEAM_RULE_REPO] = TeamRuleRepository(pool)
     app[k.PDP] = pdp
     yield
     if watcher is not None:
@@ -204,7 +208,9 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
     await budgets.start()
     app[k.RECONNECTS].add("run_budgets", budgets.ensure)
     standing_repo = StandingRepository(app[k.POOL])
-    standing = StandingApprovals(standing_repo, app[k.LISTENER])
+    grants = app[k.GRANTS]
+    standing = StandingApprovals(standing_repo, app[k.LISTENER], per_call_required=lambda team, tool: any(
+        r["require_approval"] for r in grants.team_rules(team, tool)))
     await standing.start()
     pipeline = Pipeline(
         settings=s,
@@ -245,8 +251,9 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
 
 
 def create_app(settings: Settings) -> web.Application:
-    # Order, outermost first: (tracing) -> request context -> metrics -> errors -> authentication.
-    middlewares = [request_context, http_metrics, errors, authenticate]
+    # Order, outermost first: (tracing) -> request context -> metrics -> errors -> NUL in the
+    # target -> authentication.
+    middlewares = [request_context, http_metrics, errors, refuse_nul, authenticate]
     if tracing.setup():
         middlewares.insert(0, trace_request)
     app = web.Application(middlewares=middlewares, client_max_size=settings.max_body_bytes)
@@ -258,6 +265,7 @@ def create_app(settings: Settings) -> web.Application:
     if tracing.enabled():
         app.on_cleanup.append(lambda _: asyncio.to_thread(tracing.shutdown))
     for module in (tools, usage, admin_grants, admin_governance, admin_quotas, admin_standing,
-                   approvals, calls, runs, events, mcp, openai_tools, plugin_routes, probes):
+                   admin_team_rules, approvals, calls, runs, events, mcp, openai_tools,
+                   plugin_routes, probes):
         app.router.add_routes(module.routes)
     return app

@@ -364,7 +364,9 @@ async def test_refusals_before_anything_is_held(chain_client, chain, token) -> N
     agent = await agent_of(client, token, walletless, "chain.transfer")
     status, body = await invoke(client, agent, "chain.transfer", {"to": to, "value_wei": 1})
     assert (status, body["error"].get("tool_code")) == (200, "no_wallet"), body
-    for bad in ({"to": to, "value_wei": 1 << 63}, {"to": to, "value_wei": -1}, {"to": "0x12", "value_wei": 1},
+    status, body = await invoke(client, payer, "chain.transfer", {"to": to, "value_wei": 1 << 63})
+    assert (status, body["error"]["code"]) == (400, "invalid_request")  # beyond 64 bits: refused at the door
+    for bad in ({"to": to, "value_wei": -1}, {"to": "0x12", "value_wei": 1},
                 {"to": to, "value_wei": 1, "gas": 1}, {"to": to, "value_wei": "1"}):
         status, body = await invoke(client, payer, "chain.transfer", bad)
         assert (status, body["error"]["code"]) == (400, "invalid_args"), bad

@@ -320,3 +320,19 @@ async def test_the_standing_approvals_command(client, token, team, db_pool) -> N
     code, _, err = await cli("standing-approvals", "add", "--team", team, "--tool", "math",
                              "--max-calls", "2", "--url", url)
     assert code == 1 and "invalid_request" in err
+
+
+async def test_a_team_rule_asking_for_approval_per_call_wins(client, token, team, db_pool) -> None:
+    m = await meter(db_pool, team)
+    agent = await reader(client, token, team)
+    gov = token(agent="gov", team=team, role="governance")
+    _, sa = await standing(client, gov, team_id=team, tool=TOOL, expires_at=later(), max_calls=5)
+    await asyncio.sleep(0.2)
+    assert (await invoke(client, agent, TOOL, {"meter_id": m}))[0] == 200
+    r = await client.post("/v1/admin/team-rules", headers=bearer(gov),
+                          json={"team_id": team, "tool": TOOL, "require_approval": True})
+    assert r.status == 201, await r.text()
+    await asyncio.sleep(0.3)
+    status, body = await invoke(client, agent, TOOL, {"meter_id": m})
+    assert (status, body["status"]) == (202, "AUTHORIZATION_REQUIRED")
+    assert (await listed(client, gov))[0]["used_calls"] == 1  # not counted
