@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import asyncpg
 from aiohttp import web
 from nats.aio.client import Client as NATS
@@ -11,7 +13,7 @@ from pdp.listener import Listener
 from pdp.overrides import OverrideRepository
 from pdp.point import PolicyDecisionPoint
 from pdp.quotas import QuotaRepository
-from pdp.standing import StandingRepository
+from pdp.standing import StandingApprovals, StandingRepository
 from pdp.team_rules import TeamRuleRepository
 from proxy.approval_flow import ApprovalFlow
 from proxy.bus import Reconnects
@@ -27,6 +29,10 @@ from services.plugins.registry import PluginRegistry
 from proxy.tokens import TokenVerifier
 from proxy.journal import Journal
 from proxy.limits.limiter import Limiter
+from services.external_api.secret_box import SecretBox
+
+if TYPE_CHECKING:  # the runtime imports route modules that import this one
+    from proxy.turns.runtime import TurnRuntime
 
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)
@@ -48,9 +54,12 @@ PIPELINE = web.AppKey("pipeline", Pipeline)
 APPROVAL_FLOW = web.AppKey("approval_flow", ApprovalFlow)
 EVENT_HUB = web.AppKey("event_hub", EventHub)
 STANDING_REPO = web.AppKey("standing_repo", StandingRepository)
+STANDING = web.AppKey("standing", StandingApprovals)
+SECRET_BOX = web.AppKey("secret_box", SecretBox)  # seals external APIs' secrets (key loaded on first use)
 PLUGIN_DIRECTORY = web.AppKey("plugin_directory", PluginDirectory)
 PLUGIN_REGISTRY = web.AppKey("plugin_registry", PluginRegistry)
 PLUGIN_RELAY = web.AppKey("plugin_relay", InternalRelay)
+TURNS: web.AppKey[TurnRuntime] = web.AppKey("turns")
 
 IDENTITY = web.RequestKey("identity", Identity)  # set by the authentication middleware
 

@@ -1,24 +1,30 @@
-"""The built-in services: five category-A tools, one real tool in categories B and C, and the
-DAARION platforms in D (the wallet's chain tools start with it when a chain is configured)."""
+"""The built-in services: five category-A tools and the tools of categories B, C and D
+(the DAARION platforms; the wallet's chain tools start with them when a chain is configured)."""
 
 from __future__ import annotations
 
 import asyncpg
 
 from services import (
+    browser,
     calendar_service,
     data_query_service,
     embeddings_service,
+    external_api,
     math_service,
     memory_service,
     task_service,
     text_service,
 )
 from services.platforms import energy, greenfood, water
+from services.netguard.settings import NetOptions
 from services.sdk import Service
 
 
-def builtin_services(pool: asyncpg.Pool) -> list[Service]:
+def builtin_services(pool: asyncpg.Pool, net: NetOptions | None = None) -> list[Service]:
+    """`net`: how the network tools resolve and what they may reach (default: from the
+    environment, the system resolver)."""
+    net = net or NetOptions()
     return [
         math_service.service(),
         text_service.service(),
@@ -30,6 +36,8 @@ def builtin_services(pool: asyncpg.Pool) -> list[Service]:
         greenfood.service(pool),
         energy.service(pool),
         water.service(pool),
+        browser.service(pool, net),
+        external_api.service(pool, net),
     ]
 
 
@@ -46,4 +54,7 @@ BUILTIN_TOOLS = (
     "energy.meter.read",
     "water.usage.read",
     "water.valve.set",
+    "browser.lite",
+    "browser.full",
+    "external_api.call",
 )

@@ -12,7 +12,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field
 
-from proxy.appkeys import CATALOG, STANDING_REPO, identity_of
+from proxy.appkeys import CATALOG, STANDING, STANDING_REPO, identity_of
 from proxy.body import read_model
 from proxy.errors import Forbidden, InvalidRequest, NotFound, UnknownTool
 from proxy.identity import ID_PATTERN
@@ -115,6 +115,8 @@ async def add_standing(request: web.Request) -> web.Response:
         reason=body.reason, created_by=f"{identity.role}:{identity.agent_id}@{identity.team_id}",
         creator_agent=identity.agent_id, creator_team=identity.team_id,
     )
+    # In force on this replica before it answers; the others follow their NOTIFY.
+    await request.app[STANDING].reload_team(body.team_id)
     return json_response(201, created.as_json())
 
 
@@ -154,4 +156,5 @@ async def revoke_standing(request: web.Request) -> web.Response:
     revoked = await repo.revoke(sid, by=f"{identity.role}:{identity.agent_id}@{identity.team_id}")
     if revoked is None:
         raise NotFound("no such standing approval")
+    await request.app[STANDING].reload_team(revoked.team_id)
     return json_response(200, revoked.as_json())
