@@ -232,6 +232,10 @@ class StandingApprovals:
     per_call_required: Callable[[str, str], bool] = lambda team, tool: False
     full_reload_s: float = 30.0
     _by_key: dict[tuple[str, str], list[_Live]] = field(default_factory=dict, init=False)
+    # Reads apply in the order they began: a slow older read never undoes a newer one.
+    _tickets: int = field(default=0, init=False)
+    _applied: dict[str, int] = field(default_factory=dict, init=False)  # team -> ticket applied
+    _applied_all: int = field(default=0, init=False)
     _task: asyncio.Task[None] | None = field(default=None, init=False)
     _changed: asyncio.Event = field(default_factory=asyncio.Event, init=False)
     _background: set[asyncio.Task[Any]] = field(default_factory=set, init=False)
@@ -288,22 +292,39 @@ class StandingApprovals:
 
     # --- the cache --------------------------------------------------------------------------
 
+    def _ticket(self) -> int:
+        self._tickets += 1
+        return self._tickets
+
+    def _newer_than(self, team_id: str, ticket: int) -> bool:
+        return max(self._applied.get(team_id, 0), self._applied_all) > ticket
+
     async def reload_all(self) -> None:
-        by_key: dict[tuple[str, str], list[_Live]] = {}
-        for a in await self.repo.live_rows():
-            by_key.setdefault((a.team_id, a.tool), []).append(_live(a))
+        ticket = self._ticket()
+        rows = await self.repo.live_rows()
+        if self._applied_all > ticket:
+            return
+        by_key: dict[tuple[str, str], list[_Live]] = {
+            k: v for k, v in self._by_key.items() if self._applied.get(k[0], 0) > ticket}
+        for a in rows:
+            if self._applied.get(a.team_id, 0) <= ticket:
+                by_key.setdefault((a.team_id, a.tool), []).append(_live(a))
         for lives in by_key.values():
             lives.sort(key=_order)
-        self._by_key = by_key
+        self._by_key, self._applied_all = by_key, ticket
 
     async def reload_team(self, team_id: str) -> None:
+        ticket = self._ticket()
         rows = await self.repo.live_rows(team_id)
+        if self._newer_than(team_id, ticket):
+            return
         by_key = {k: v for k, v in self._by_key.items() if k[0] != team_id}
         for a in rows:
             by_key.setdefault((a.team_id, a.tool), []).append(_live(a))
         for key in {(a.team_id, a.tool) for a in rows}:
             by_key[key].sort(key=_order)
         self._by_key = by_key
+        self._applied[team_id] = ticket
 
     def _on_notify(self, team_id: str) -> None:
         task = asyncio.get_running_loop().create_task(self._reload_team_logged(team_id))

@@ -336,3 +336,51 @@ async def test_a_team_rule_asking_for_approval_per_call_wins(client, token, team
     status, body = await invoke(client, agent, TOOL, {"meter_id": m})
     assert (status, body["status"]) == (202, "AUTHORIZATION_REQUIRED")
     assert (await listed(client, gov))[0]["used_calls"] == 1  # not counted
+
+
+async def test_a_slow_older_read_never_undoes_a_newer_one(db_pool, team) -> None:
+    """A replica's cache: reads apply in the order they began. Real rows from Postgres; only
+    the moment each read's answer is applied is held back, so the older one lands last."""
+    from pdp.standing import StandingApprovals, StandingRepository
+
+    class HeldBack(StandingRepository):
+        gates: list[asyncio.Event] = []
+
+        async def live_rows(self, team_id: str | None = None):  # type: ignore[override]
+            rows = await super().live_rows(team_id)
+            await self.gates.pop(0).wait()
+            return rows
+
+    repo = HeldBack(db_pool)
+    cache = StandingApprovals(repo, listener=None)  # type: ignore[arg-type]  # never started
+    ids = lambda: [lv.approval.standing_approval_id for lv in cache._by_key.get((team, TOOL), [])]
+
+    async def add() -> str:
+        a = await repo.add(team_id=team, agent_id=None, tool=TOOL, args=None, args_schema=None,
+                           expires_at=datetime.now(timezone.utc) + timedelta(hours=1), max_calls=5,
+                           reason="", created_by="governance:g@x", creator_agent="g", creator_team="x")
+        return a.standing_approval_id
+
+    old, new = asyncio.Event(), asyncio.Event()
+    repo.gates[:] = [old, new]
+    older = asyncio.ensure_future(cache.reload_team(team))  # reads: nothing yet
+    await asyncio.sleep(0.2)
+    first = await add()
+    newer = asyncio.ensure_future(cache.reload_team(team))  # reads: the new one
+    await asyncio.sleep(0.2)
+    new.set()
+    await newer
+    old.set()
+    await older
+    assert ids() == [first]
+
+    full, one = asyncio.Event(), asyncio.Event()
+    repo.gates[:] = [full, one]
+    stale = asyncio.ensure_future(cache.reload_all())  # reads: the first one only
+    await asyncio.sleep(0.2)
+    second = await add()
+    one.set()
+    await cache.reload_team(team)  # reads both, applied first
+    full.set()
+    await stale
+    assert sorted(ids()) == sorted([first, second])
