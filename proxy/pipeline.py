@@ -255,6 +255,10 @@ class Pipeline:
     async def run(self, call: Call) -> Outcome:
         return (await self._run(call))[0]
 
+    async def run_ending(self, call: Call) -> tuple[Outcome, Ending | None]:
+        """The outcome and how the call ended (None while it is held for an approval)."""
+        return await self._run(call)
+
     async def _run(self, call: Call) -> tuple[Outcome, Ending | None]:
         if not call.resumed:
             payload = {"tool": call.manifest.tool_id, **self._args_view(call)}
@@ -513,9 +517,13 @@ class Pipeline:
         self.metrics.request_duration.labels(tool=m.tool_id, category=m.category,
                                              status=e.status).observe(elapsed)
         call.events.append(terminal_event(call, e, elapsed))
-        usage = usage_record(call, decision, e, elapsed, finished)
+        # An approved call refused for now on its resume (429, 503: nothing ran) is not over:
+        # its approval still stands, so it gets no ending row and no usage row yet — only its
+        # decision and events. Its one usage row comes when it really ends.
+        over = not (call.resumed and e.transient)
+        usage = usage_record(call, decision, e, elapsed, finished) if over else None
         row = call_record(call, e, body, owner=self.inflight.instance_id, elapsed_s=elapsed,
-                          finished=finished)
+                          finished=finished) if over else None
         # Shielded: a cancelled request (shutdown) still leaves its records behind.
         if self._journal_on:
             with tracing.span("record"):
