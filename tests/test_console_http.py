@@ -18,7 +18,8 @@ from proxy import appkeys
 from proxy.app import create_app
 from services.builtin import BUILTIN_TOOLS
 from tests.conftest import bearer, grant, invoke
-from tests.console_helpers import Console, host, login, origin
+from tests.console_helpers import host, login, origin
+from tests.test_chain import chain, chain_client  # noqa: F401 (fixtures: a chain node and the wallet)
 
 ORDER = {"op": "create_order", "product_id": "bread", "qty": 1}
 
@@ -431,3 +432,23 @@ async def test_the_console_fails_closed_when_postgres_is_away(database_url) -> N
         await sessions.get("a" * 43)
     with pytest.raises(DependencyUnavailable):
         await guard.take("governance:g@t")
+
+
+async def test_a_prepared_calls_preview_is_in_the_inbox(chain_client, chain, token) -> None:
+    # The chain tools are prepared before they are held: the reviewer sees the transaction.
+    from tests.test_chain import agent_of, recipient
+
+    team = chain.team()
+    payer = await agent_of(chain_client, token, team, "chain.transfer")
+    gov = token(agent="gov", team=team, role="governance")
+    stream = await open_stream(chain_client, bearer(gov))
+    assert (await stream.next())[0] == "snapshot"
+    to = recipient()
+    status, held = await invoke(chain_client, payer, "chain.transfer", {"to": to.lower(), "value_wei": 777})
+    assert status == 202, held
+    name, data = await stream.next()
+    assert name == "added" and data["approval"]["approval_id"] == held["approval_id"]
+    preview = data["approval"]["preview"]
+    assert preview["kind"] == "evm_transaction"
+    assert preview["transaction"]["to"] == to and preview["transaction"]["value_wei"] == 777
+    stream.response.close()
