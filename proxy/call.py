@@ -13,6 +13,16 @@ from proxy.identity import Identity
 from services.sdk.manifest import ToolManifest
 
 
+# A tool's own error codes HTTP has a word for, so a client can branch on the status alone.
+# The body is the same as for any tool error (FAILED, error.code tool_error, the tool's code in
+# error.tool_code); every other tool error answers 200.
+TOOL_ERROR_HTTP = {"not_found": 404, "version_conflict": 409, "conflict": 409}
+
+
+def tool_error_status(tool_code: str) -> int:
+    return TOOL_ERROR_HTTP.get(tool_code, 200)
+
+
 @dataclass(slots=True)
 class Outcome:
     """What a surface renders: an HTTP status, a JSON body, extra headers."""

@@ -1,4 +1,5 @@
-"""The built-in services: five category-A tools and one real tool in each other category."""
+"""The built-in services: the category-A tools, the internal data families (category B), the
+named queries (C) and GREENFOOD (D)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,14 @@ from services import (
     calendar_service,
     data_query_service,
     embeddings_service,
+    files,
     greenfood_service,
     math_service,
     memory_service,
-    task_service,
+    projects,
+    search,
+    tasks,
+    templates,
     text_service,
 )
 from services.sdk import Service
@@ -24,7 +29,11 @@ def builtin_services(pool: asyncpg.Pool) -> list[Service]:
         calendar_service.service(),
         memory_service.service(),
         embeddings_service.service(),
-        task_service.service(pool),
+        tasks.service(pool),
+        projects.service(pool),
+        search.service(pool),
+        files.service(pool),
+        templates.service(pool),
         data_query_service.service(pool),
         greenfood_service.service(pool),
     ]
@@ -38,6 +47,25 @@ BUILTIN_TOOLS = (
     "embeddings",
     "task.list",
     "task.create",
+    "task.get",
+    "task.update",
+    "task.complete",
+    "task.assign",
+    "project.list",
+    "project.get",
+    "project.create",
+    "project.update",
+    "search.index",
+    "search.lite",
+    "file.list",
+    "file.read",
+    "file.write",
+    "file.delete",
+    "template.list",
+    "template.read",
+    "template.create",
+    "template.update",
+    "template.delete",
     "data.query",
     "greenfood.order",
 )

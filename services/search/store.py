@@ -1,0 +1,52 @@
+"""The SQL of the search service: upsert a document, rank and snippet the team's matches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import asyncpg
+
+STATEMENT_TIMEOUT_MS = 2_000
+# Marks a model reads as emphasis; never HTML (a snippet is text from the document).
+HEADLINE_OPTIONS = "StartSel=**, StopSel=**, MaxWords=35, MinWords=12, MaxFragments=2, FragmentDelimiter=\" … \""
+
+UPSERT = """
+INSERT INTO search_documents AS d (team_id, doc_id, title, body, tags, indexed_by)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (team_id, doc_id) DO UPDATE
+    SET title = EXCLUDED.title, body = EXCLUDED.body, tags = EXCLUDED.tags,
+        indexed_by = EXCLUDED.indexed_by, indexed_at = now()
+RETURNING (xmax <> 0) AS replaced
+"""
+
+# Rank every match of the team (the GIN index finds them), keep the best, and only then
+# build snippets: ts_headline re-parses a document, so it runs on `limit` rows at most.
+SEARCH = f"""
+WITH q AS (SELECT websearch_to_tsquery('english', $2) AS q),
+best AS (
+    SELECT d.doc_id, d.title, d.body, d.tags, ts_rank(d.tsv, q.q) AS rank
+    FROM search_documents d, q
+    WHERE d.team_id = $1 AND d.tsv @@ q.q AND d.tags @> $4::text[]
+    ORDER BY rank DESC, d.doc_id
+    LIMIT $3
+)
+SELECT b.doc_id, b.title, b.tags, b.rank,
+       ts_headline('english', b.body, q.q, '{HEADLINE_OPTIONS}') AS snippet
+FROM best b, q
+ORDER BY b.rank DESC, b.doc_id
+"""
+
+
+async def upsert(pool: asyncpg.Pool, team: str, doc_id: str, title: str, body: str,
+                 tags: list[str], agent: str) -> bool:
+    """Add or replace one document (one statement: all of it or nothing). True if replaced."""
+    return bool(await pool.fetchval(UPSERT, team, doc_id, title, body, tags, agent))
+
+
+async def search(pool: asyncpg.Pool, team: str, query: str, limit: int,
+                 tags: list[str]) -> list[dict[str, Any]]:
+    async with pool.acquire() as conn, conn.transaction(readonly=True):
+        await conn.execute(f"SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_MS}")
+        rows = await conn.fetch(SEARCH, team, query, limit, tags)
+    return [{"doc_id": r["doc_id"], "title": r["title"], "rank": round(float(r["rank"]), 6),
+             "snippet": r["snippet"], "tags": list(r["tags"])} for r in rows]

@@ -1,0 +1,54 @@
+"""Helpers for the data-family tests: grant tools to an agent, call them, wait for events."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp.test_utils import TestClient
+
+from tests.conftest import bearer, grant, invoke
+
+GRANT_SETTLE_S = 0.3  # grants reach the PDP through LISTEN/NOTIFY
+
+
+async def grant_tools(client: TestClient, token: Callable[..., str], team: str, *tools: str,
+                      agent: str | None = None) -> None:
+    for t in tools:
+        await grant(client, token, team, f"tool.{t}.invoke", agent_id=agent)
+    await asyncio.sleep(GRANT_SETTLE_S)
+
+
+async def ok(client: TestClient, tok: str, tool: str, args: dict[str, Any] | None = None,
+             **extra: Any) -> dict[str, Any]:
+    """Call a tool that must complete; its whole body."""
+    status, body = await invoke(client, tok, tool, args, **extra)
+    assert (status, body.get("status")) == (200, "COMPLETED"), body
+    return body
+
+
+async def tool_failure(client: TestClient, tok: str, tool: str, args: dict[str, Any],
+                       http_status: int, tool_code: str) -> dict[str, Any]:
+    """Call a tool that must report its own error `tool_code` (FAILED, tool_error)."""
+    status, body = await invoke(client, tok, tool, args)
+    assert status == http_status, body
+    assert body["status"] == "FAILED" and body["error"]["code"] == "tool_error", body
+    assert body["error"]["tool_code"] == tool_code, body
+    assert body["call_id"] and body["result_id"], body
+    return body
+
+
+async def events_of(client: TestClient, tok: str, call_id: str, *, want: str,
+                    timeout: float = 10.0) -> list[dict[str, Any]]:
+    """The events of one call, once one of type `want` is among them (or after `timeout`)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        r = await client.get("/v1/events", params={"cursor": "0", "limit": "1000"},
+                             headers=bearer(tok))
+        assert r.status == 200, await r.text()
+        mine = [e for e in (await r.json())["events"] if e.get("call_id") == call_id]
+        if any(e["type"] == want for e in mine) or loop.time() > deadline:
+            return mine
+        await asyncio.sleep(0.05)
