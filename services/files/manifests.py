@@ -15,10 +15,12 @@ from services.sdk.service import make_manifest
 LIST_DEFAULT = 100
 LIST_MAX = 500
 
-# In characters: a path is at most PATH_MAX_BYTES of UTF-8 once normalized, which the service
-# checks; the schema only bounds what may be sent. No NUL, no backslash, no control character.
-PATH = {"type": "string", "minLength": 1, "maxLength": PATH_MAX_BYTES,
-        "pattern": "^[^\\x00-\\x1f\\x7f\\\\]*$"}
+# What the proxy can refuse itself (400 invalid_args): a leading '/', a '..' segment, NUL,
+# a backslash, a control character, more than PATH_MAX_BYTES characters. The service checks
+# the rest (services/files/paths.py: bytes, depth, segments, invisible characters).
+# (?![^\n]*\n): Python's `$` would also match before a final newline.
+PATH_PATTERN = "^(?!/)(?![^\\n]*\\n)(?!(?:.*/)?\\.\\.(?:/|$))[^\\x00-\\x1f\\x7f\\\\]*$"
+PATH = {"type": "string", "minLength": 1, "maxLength": PATH_MAX_BYTES, "pattern": PATH_PATTERN}
 _MEDIA_TYPE = {"type": "string", "maxLength": 255, "pattern": MEDIA_TYPE_PATTERN}
 _SHA256 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 

@@ -7,6 +7,11 @@ import mimetypes
 # The interpreter's built-in table only: the same guess on every machine (the module-level
 # functions also read /etc/mime.types).
 _TYPES = mimetypes.MimeTypes()
+# Common in a team's storage, and missing from older interpreters' tables.
+for _type, _ext in (("text/markdown", ".md"), ("text/markdown", ".markdown"),
+                    ("application/yaml", ".yaml"), ("application/yaml", ".yml"),
+                    ("application/toml", ".toml"), ("application/x-ndjson", ".ndjson")):
+    _TYPES.add_type(_type, _ext)
 
 MEDIA_TYPE_PATTERN = "^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}$"
 _TEXT_APPLICATIONS = {"application/json", "application/xml", "application/javascript",

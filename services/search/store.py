@@ -19,21 +19,24 @@ ON CONFLICT (team_id, doc_id) DO UPDATE
 RETURNING (xmax <> 0) AS replaced
 """
 
-# Rank every match of the team (the GIN index finds them), keep the best, and only then
-# build snippets: ts_headline re-parses a document, so it runs on `limit` rows at most.
+# Rank every match of the team (the (team, tsv) GIN index finds them), keep the best, and
+# only then build snippets: ts_headline re-parses a document, so it runs on `limit` rows at
+# most. The tsquery is written inline so that a plan for one query can use the statistics of
+# its words (the planner folds the immutable websearch_to_tsquery of a parameter).
 SEARCH = f"""
-WITH q AS (SELECT websearch_to_tsquery('english', $2) AS q),
-best AS (
-    SELECT d.doc_id, d.title, d.body, d.tags, ts_rank(d.tsv, q.q) AS rank
-    FROM search_documents d, q
-    WHERE d.team_id = $1 AND d.tsv @@ q.q AND d.tags @> $4::text[]
+SELECT doc_id, title, tags, rank,
+       ts_headline('english', body, websearch_to_tsquery('english', $2), '{HEADLINE_OPTIONS}')
+           AS snippet
+FROM (
+    SELECT d.doc_id, d.title, d.body, d.tags,
+           ts_rank(d.tsv, websearch_to_tsquery('english', $2)) AS rank
+    FROM search_documents d
+    WHERE d.team_id = $1 AND d.tsv @@ websearch_to_tsquery('english', $2)
+      AND d.tags @> $4::text[]
     ORDER BY rank DESC, d.doc_id
     LIMIT $3
-)
-SELECT b.doc_id, b.title, b.tags, b.rank,
-       ts_headline('english', b.body, q.q, '{HEADLINE_OPTIONS}') AS snippet
-FROM best b, q
-ORDER BY b.rank DESC, b.doc_id
+) best
+ORDER BY rank DESC, doc_id
 """
 
 
