@@ -10,14 +10,22 @@ from aiohttp.test_utils import TestClient
 
 from tests.conftest import bearer, grant, invoke
 
-GRANT_SETTLE_S = 0.3  # grants reach the PDP through LISTEN/NOTIFY
-
-
 async def grant_tools(client: TestClient, token: Callable[..., str], team: str, *tools: str,
-                      agent: str | None = None) -> None:
+                      agent: str | None = None, timeout: float = 10.0) -> None:
+    """Grant each tool, then wait until the PDP sees them (grants travel by LISTEN/NOTIFY):
+    the catalog the agent is shown lists a tool only once it may call it."""
     for t in tools:
         await grant(client, token, team, f"tool.{t}.invoke", agent_id=agent)
-    await asyncio.sleep(GRANT_SETTLE_S)
+    tok = token(agent=agent or "agent-1", team=team)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        r = await client.get("/v1/tools", headers=bearer(tok))
+        listed = {e["tool_id"] for e in (await r.json())["tools"]}
+        if set(tools) <= listed:
+            return
+        assert loop.time() < deadline, f"grants for {set(tools) - listed} never took effect"
+        await asyncio.sleep(0.05)
 
 
 async def ok(client: TestClient, tok: str, tool: str, args: dict[str, Any] | None = None,
