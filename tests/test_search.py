@@ -88,7 +88,7 @@ async def test_a_team_never_finds_another_teams_documents(client, token, team) -
     await grant_tools(client, token, other, "search.lite", "search.index")
     tok = token(team=other)
     assert (await ok(client, tok, "search.lite", {"query": "database"}))["output"] == {
-        "hits": [], "count": 0}
+        "hits": [], "count": 0, "capped": False}
     # The same doc_id in another team is another document.
     body = await ok(client, tok, "search.index",
                     {"doc_id": "runbook-db", "title": "Ours", "text": "database notes"})
@@ -133,14 +133,15 @@ async def test_bad_input_is_refused_before_the_service(client, token, team, db_p
 
 
 async def test_the_search_sql_ranks_and_bounds_over_many_documents(db_pool: asyncpg.Pool) -> None:
-    """3,000 documents of one team (rolled back afterwards): exact matches only, best first,
-    at most `limit`. (Which index the planner takes is printed by bench/search.py.)"""
-    from services.search.store import SEARCH
+    """MAX_RANKED + 500 documents of one team (rolled back afterwards): exact matches only,
+    best first, at most `limit`; a query matching more than MAX_RANKED ranks that many and
+    says so. (Which index the planner takes is printed by bench/search.py.)"""
+    from services.search.store import MAX_RANKED, SEARCH
 
     team = f"t_{uuid.uuid4().hex[:10]}"
     rows = [(team, f"d{i}", f"word7 in the title {i}" if i == 1007 else f"title {i}",
              f"word{i % 500} filler text number {i}", ["even"] if i % 2 == 0 else [], "a")
-            for i in range(3000)]
+            for i in range(MAX_RANKED + 500)]
     async with db_pool.acquire() as conn:
         tx = conn.transaction()
         await tx.start()
@@ -155,8 +156,9 @@ async def test_the_search_sql_ranks_and_bounds_over_many_documents(db_pool: asyn
             await tx.rollback()
     ids = [h["doc_id"] for h in hits]
     assert ids[0] == "d1007"  # the title match outranks the body matches
-    assert sorted(ids[1:]) == sorted(f"d{i}" for i in range(7, 3000, 500) if i != 1007)
+    assert sorted(ids[1:]) == sorted(f"d{i}" for i in range(7, MAX_RANKED + 500, 500) if i != 1007)[:9]
+    assert all(h["candidates"] == 21 for h in hits)
     assert hits[0]["rank"] > hits[1]["rank"]
     assert all("**word7**" in h["snippet"] for h in hits[1:])
     assert [h["doc_id"] for h in even] == []  # every word7 document is odd
-    assert len(top) == 4
+    assert len(top) == 4 and top[0]["candidates"] == MAX_RANKED  # "filler" matches them all

@@ -36,11 +36,12 @@ def service(pool: asyncpg.Pool) -> Service:
         team = team_of(ctx)
         limit = int(args.get("limit", manifests.LIMIT_DEFAULT))
         try:
-            hits = await search(pool, team, args["query"], limit, sorted(args.get("tags", [])))
+            hits, capped = await search(pool, team, args["query"], limit,
+                                        sorted(args.get("tags", [])))
         except asyncpg.QueryCanceledError:
             raise ToolError(f"the search exceeded its {STATEMENT_TIMEOUT_MS} ms time limit",
                             code="search_timeout") from None
-        return ToolResult(output={"hits": hits, "count": len(hits)},
+        return ToolResult(output={"hits": hits, "count": len(hits), "capped": capped},
                           object_refs=[{"type": "document", "id": h["doc_id"], "rank": h["rank"]}
                                        for h in hits])
 

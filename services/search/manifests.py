@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from services.sdk import Cost
+from services.search.store import MAX_RANKED
 from services.sdk.manifest import ToolManifest
 from services.sdk.service import make_manifest
 from services.sdk.schema import OBJECT, identifier, limit, tags, text
@@ -60,8 +61,12 @@ LITE: ToolManifest = make_manifest({
     },
     "output_schema": {
         "type": "object",
-        "required": ["hits", "count"],
+        "required": ["hits", "count", "capped"],
         "properties": {
+            "capped": {"type": "boolean",
+                       "description": f"the query matched more than {MAX_RANKED} documents: "
+                                      "the hits are the best of the first ones found; "
+                                      "narrow the query"},
             "hits": {
                 "type": "array",
                 "maxItems": LIMIT_MAX,

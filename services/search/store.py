@@ -19,21 +19,28 @@ ON CONFLICT (team_id, doc_id) DO UPDATE
 RETURNING (xmax <> 0) AS replaced
 """
 
-# Rank every match of the team (the (team, tsv) GIN index finds them), keep the best, and
-# only then build snippets: ts_headline re-parses a document, so it runs on `limit` rows at
-# most. The tsquery is written inline so that a plan for one query can use the statistics of
-# its words (the planner folds the immutable websearch_to_tsquery of a parameter).
+# Rank the team's matches (the (team, tsv) GIN index finds them), keep the best, and only
+# then build snippets: ts_headline re-parses a document, so it runs on `limit` rows at most.
+# ts_rank reads every candidate's tsvector, so a query matching most of a large corpus (one
+# very common word) ranks the first MAX_RANKED matches found, and says so (`candidates`).
+# The tsquery is written inline so that a plan for one query can use the statistics of its
+# words (the planner folds the immutable websearch_to_tsquery of a parameter).
+MAX_RANKED = 10_000
 SEARCH = f"""
-SELECT doc_id, title, tags, rank,
+SELECT doc_id, title, tags, rank, candidates,
        ts_headline('english', body, websearch_to_tsquery('english', $2), '{HEADLINE_OPTIONS}')
            AS snippet
 FROM (
-    SELECT d.doc_id, d.title, d.body, d.tags,
-           ts_rank(d.tsv, websearch_to_tsquery('english', $2)) AS rank
-    FROM search_documents d
-    WHERE d.team_id = $1 AND d.tsv @@ websearch_to_tsquery('english', $2)
-      AND d.tags @> $4::text[]
-    ORDER BY rank DESC, d.doc_id
+    SELECT m.doc_id, m.title, m.body, m.tags, count(*) OVER () AS candidates,
+           ts_rank(m.tsv, websearch_to_tsquery('english', $2)) AS rank
+    FROM (
+        SELECT d.doc_id, d.title, d.body, d.tags, d.tsv
+        FROM search_documents d
+        WHERE d.team_id = $1 AND d.tsv @@ websearch_to_tsquery('english', $2)
+          AND d.tags @> $4::text[]
+        LIMIT {MAX_RANKED}
+    ) m
+    ORDER BY rank DESC, m.doc_id
     LIMIT $3
 ) best
 ORDER BY rank DESC, doc_id
@@ -47,9 +54,11 @@ async def upsert(pool: asyncpg.Pool, team: str, doc_id: str, title: str, body: s
 
 
 async def search(pool: asyncpg.Pool, team: str, query: str, limit: int,
-                 tags: list[str]) -> list[dict[str, Any]]:
+                 tags: list[str]) -> tuple[list[dict[str, Any]], bool]:
+    """The best hits, and whether the matches reached MAX_RANKED (only those were ranked)."""
     async with pool.acquire() as conn, conn.transaction(readonly=True):
         await conn.execute(f"SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_MS}")
         rows = await conn.fetch(SEARCH, team, query, limit, tags)
-    return [{"doc_id": r["doc_id"], "title": r["title"], "rank": round(float(r["rank"]), 6),
+    hits = [{"doc_id": r["doc_id"], "title": r["title"], "rank": round(float(r["rank"]), 6),
              "snippet": r["snippet"], "tags": list(r["tags"])} for r in rows]
+    return hits, bool(rows) and rows[0]["candidates"] >= MAX_RANKED

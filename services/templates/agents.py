@@ -30,12 +30,12 @@ class Drift:
     template_version: int
 
 
+_RETURNING = "agent_id, template_id, synchronized, synced_template_version, content_md, profile_id"
+
+
 def _agent(row: asyncpg.Record) -> TemplateAgent:
     return TemplateAgent(row["agent_id"], str(row["template_id"]), row["synchronized"],
                          row["synced_template_version"], row["content_md"], row["profile_id"])
-
-
-_RETURNING = "agent_id, template_id, synchronized, synced_template_version, content_md, profile_id"
 
 
 async def create_from_template(pool: asyncpg.Pool, team: str, agent_id: str, template_id: str,
@@ -75,7 +75,7 @@ async def detect_drift(pool: asyncpg.Pool, team: str) -> list[Drift]:
 async def sync_agent(pool: asyncpg.Pool, team: str, agent_id: str) -> TemplateAgent:
     """The explicit sync: the agent takes its template's current content and version."""
     row = await pool.fetchrow(
-        f"""UPDATE template_agents a
+        """UPDATE template_agents a
             SET content_md = t.content_md, synced_template_version = t.version, synced_at = now()
             FROM templates t
             WHERE a.team_id = $1 AND a.agent_id = $2
