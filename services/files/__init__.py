@@ -37,7 +37,10 @@ def _entry(row: asyncpg.Record) -> dict[str, Any]:
 def _content(args: dict[str, Any]) -> tuple[bytes, bool]:
     """(the bytes to store, whether they were given as text)."""
     if "content" in args:
-        return args["content"].encode("utf-8", errors="strict"), True
+        try:
+            return args["content"].encode("utf-8"), True
+        except UnicodeEncodeError:  # a lone surrogate: not text
+            raise ToolError("content is not valid Unicode text", code="invalid_content") from None
     try:
         return base64.b64decode(args["content_base64"], validate=True), False
     except (binascii.Error, ValueError):
