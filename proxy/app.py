@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
@@ -9,6 +10,7 @@ import structlog
 from aiohttp import web
 
 from pdp.approvals import ApprovalRepository
+from pdp.cache import DecisionCache
 from pdp.embedded import EmbeddedEngine
 from pdp.engine import Engine
 from pdp.errors import PolicyInvalid
@@ -20,9 +22,10 @@ from pdp.policy_set import PolicySet, load_policy_dir
 from pdp.policy_store import PolicyWatcher, active_policies
 from pdp.quotas import Quota, QuotaRepository
 from proxy import appkeys as k
+from proxy import tracing
 from proxy.approval_flow import ApprovalFlow
+from proxy.bus import Reconnects, connect
 from proxy.bus import close as close_nats
-from proxy.bus import connect
 from proxy.catalog import Catalog
 from proxy.config import Settings
 from proxy.db import create_pool
@@ -34,11 +37,13 @@ from proxy.middlewares.auth import authenticate
 from proxy.middlewares.errors import errors
 from proxy.middlewares.http_metrics import http_metrics
 from proxy.middlewares.request_context import request_context
+from proxy.middlewares.tracing import trace_request
 from proxy.event_hub import EventHub
 from proxy.housekeeping import Housekeeping
 from proxy.idempotency import IdempotencyStore
 from proxy.inflight import InFlight
 from proxy.pipeline import Pipeline
+from proxy.run_budget import RunBudgets
 from proxy.runs import RunRepository
 from proxy.routes import (
     admin_governance,
@@ -73,7 +78,9 @@ async def _postgres(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _nats(app: web.Application) -> AsyncIterator[None]:
-    app[k.NC] = await connect(app[k.SETTINGS].require_nats_url(), name="toolproxy-proxy")
+    reconnects = app[k.RECONNECTS] = Reconnects()
+    app[k.NC] = await connect(app[k.SETTINGS].require_nats_url(), name="toolproxy-proxy",
+                              reconnects=reconnects)
     yield
     await close_nats(app[k.NC])
 
@@ -83,7 +90,7 @@ def _engine(settings: Settings) -> Engine:
         from pdp.opa import OpaEngine
 
         assert settings.opa_url is not None
-        return OpaEngine(settings.opa_url)
+        return OpaEngine(settings.opa_url, check_every_s=settings.opa_check_every_s)
     return EmbeddedEngine()
 
 
@@ -95,15 +102,20 @@ async def _pdp(app: web.Application) -> AsyncIterator[None]:
     grants = GrantCache(pool, app[k.LISTENER])
     await grants.start()
     engine = _engine(s)
-    pdp = PolicyDecisionPoint(engine, grants, budget_s=s.pdp_budget_ms / 1000.0)
+    cache_metric = app[k.METRICS].pdp_cache
+    pdp = PolicyDecisionPoint(engine, grants, budget_s=s.pdp_budget_ms / 1000.0,
+                              cache=DecisionCache(ttl_s=s.pdp_cache_ttl_s),
+                              on_cache=lambda result: cache_metric.labels(result=result).inc())
     watcher: PolicyWatcher | None = None
     if s.policy_dir is not None:
         policies: PolicySet = load_policy_dir(s.policy_dir)
     else:
         policies = await active_policies(pool) or load_policy_dir()
 
-        async def apply(new: PolicySet) -> None:
-            if new.revision == pdp.revision:
+        async def apply(new: PolicySet, pushed: bool) -> None:
+            # A push (or a reconnect) loads it even at the same revision: an OPA server that
+            # lost its policy gets it back; a periodic check only acts on a new revision.
+            if new.revision == pdp.revision and not pushed:
                 return
             try:
                 revision = await pdp.load(new)
@@ -131,6 +143,7 @@ async def _pdp(app: web.Application) -> AsyncIterator[None]:
 async def _catalog(app: web.Application) -> AsyncIterator[None]:
     catalog = Catalog(app[k.NC], app[k.POOL], app[k.METRICS])
     await catalog.start()
+    app[k.RECONNECTS].add("catalog", catalog.rediscover)
     app[k.CATALOG] = catalog
     yield
     await catalog.close()
@@ -139,6 +152,7 @@ async def _catalog(app: web.Application) -> AsyncIterator[None]:
 async def _journal(app: web.Application) -> AsyncIterator[None]:
     journal = Journal(app[k.NC], app[k.POOL], app[k.METRICS])
     await journal.start()
+    app[k.RECONNECTS].add("journal", journal.ensure)
     app[k.JOURNAL] = journal
     yield
     await journal.close()
@@ -163,6 +177,7 @@ async def _limits(app: web.Application) -> AsyncIterator[None]:
                            quota_of=app[k.GRANTS].quota, on_counted=remaining,
                            team_per_minute=dict(s.team_rate_per_minute))
     await limiter.start()
+    app[k.RECONNECTS].add("limits", limiter.ensure)
     app[k.LIMITER] = limiter
     app[k.QUOTA_REPO] = QuotaRepository(app[k.POOL])
     yield
@@ -173,6 +188,9 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
     s = app[k.SETTINGS]
     inflight = InFlight(app[k.NC], app[k.POOL])
     await inflight.start()
+    budgets = RunBudgets(app[k.NC], app[k.POOL], app[k.LISTENER])
+    await budgets.start()
+    app[k.RECONNECTS].add("run_budgets", budgets.ensure)
     pipeline = Pipeline(
         settings=s,
         catalog=app[k.CATALOG],
@@ -184,6 +202,7 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
         limiter=app[k.LIMITER],
         idempotency=IdempotencyStore(app[k.POOL], ttl=timedelta(seconds=s.idempotency_ttl_s)),
         runs=RunRepository(app[k.POOL]),
+        budgets=budgets,
         inflight=inflight,
         metrics=app[k.METRICS],
     )
@@ -199,20 +218,23 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
     yield
     await keeper.close()
     await flow.close()
+    await budgets.close()
     await inflight.close()
 
 
 def create_app(settings: Settings) -> web.Application:
-    app = web.Application(
-        # Order, outermost first: request context -> metrics -> errors -> authentication.
-        middlewares=[request_context, http_metrics, errors, authenticate],
-        client_max_size=settings.max_body_bytes,
-    )
+    # Order, outermost first: (tracing) -> request context -> metrics -> errors -> authentication.
+    middlewares = [request_context, http_metrics, errors, authenticate]
+    if tracing.setup():
+        middlewares.insert(0, trace_request)
+    app = web.Application(middlewares=middlewares, client_max_size=settings.max_body_bytes)
     app[k.SETTINGS] = settings
     app[k.METRICS] = Metrics()
     app[k.VERIFIER] = TokenVerifier(settings)
     # Created in order, released in reverse.
     app.cleanup_ctx.extend([_postgres, _nats, _pdp, _catalog, _journal, _limits, _pipeline])
+    if tracing.enabled():
+        app.on_cleanup.append(lambda _: asyncio.to_thread(tracing.shutdown))
     for module in (tools, usage, admin_grants, admin_governance, admin_quotas, approvals, calls,
                    runs, events, mcp, openai_tools, probes):
         app.router.add_routes(module.routes)

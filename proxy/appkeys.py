@@ -12,6 +12,7 @@ from pdp.overrides import OverrideRepository
 from pdp.point import PolicyDecisionPoint
 from pdp.quotas import QuotaRepository
 from proxy.approval_flow import ApprovalFlow
+from proxy.bus import Reconnects
 from proxy.catalog import Catalog
 from proxy.event_hub import EventHub
 from proxy.config import Settings
@@ -28,6 +29,7 @@ VERIFIER = web.AppKey("verifier", TokenVerifier)
 POOL = web.AppKey("pool", asyncpg.Pool)
 LISTENER = web.AppKey("listener", Listener)
 NC = web.AppKey("nats", NATS)
+RECONNECTS = web.AppKey("reconnects", Reconnects)
 GRANTS = web.AppKey("grants", GrantCache)
 GRANT_REPO = web.AppKey("grant_repo", GrantRepository)
 PDP = web.AppKey("pdp", PolicyDecisionPoint)

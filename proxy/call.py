@@ -60,6 +60,7 @@ class Call:
     resumed: bool = False
     idempotency_key: str | None = None
     run_reserved: bool = False  # a call was counted against a registered run's budget
+    forwarded_at: datetime | None = None  # when it was handed to its tool
     events: list[EventRecord] = field(default_factory=list)  # emitted so far
 
     @property

@@ -70,6 +70,10 @@ class Catalog:
         await self._nc.flush()
         self._update_gauges()
 
+    async def rediscover(self) -> None:
+        """Ask every service to announce itself now (after a reconnect: liveness at once)."""
+        await self._nc.publish(p.DISCOVER_SUBJECT, b"{}")
+
     async def close(self) -> None:
         for sub in self._subs:
             with contextlib.suppress(Exception):

@@ -21,6 +21,7 @@ OPERATIONS: list[tuple[str, str, str, str, type[BaseModel] | None, bool]] = [
     ("post", "/v1/tools/invoke", "tools", "Invoke a tool through the whole pipeline", InvokeRequest, False),
     ("get", "/v1/tools", "tools", "The catalog, filtered to what the caller may call", None, False),
     ("get", "/v1/calls/{call_id}", "calls", "A call: status, timing, output, references", None, False),
+    ("get", "/v1/results/{result_id}", "calls", "A call's result by its result_id", None, False),
     ("post", "/v1/calls/{call_id}/resume", "calls", "Run an approved call (exactly once)", ResumeBody, False),
     ("post", "/v1/calls/{call_id}/cancel", "calls", "Cancel a running or held call", None, False),
     ("get", "/v1/artifacts/{artifact_id}", "calls", "An output kept whole as an artifact", None, False),

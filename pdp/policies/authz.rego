@@ -30,6 +30,12 @@ tool_overrides := [o | some o in input.overrides; o.tool == tool.tool_id]
 
 override_effects := {o.effect | some o in tool_overrides}
 
+# What a decision reads besides the subject, tool, grants, overrides, approval and phase: the
+# arguments only for these tools, and never the run id. The proxy's decision cache keys on
+# exactly this (a policy that does not declare it is taken to read everything); a test checks
+# the declaration against the decision table. Add a tool here with any argument-aware rule.
+input_reads := {"args": ["data.query", "greenfood.order"], "agent_run_id": false}
+
 # --- who may call what -------------------------------------------------------------------
 
 # Category A read tools are enabled for every agent.

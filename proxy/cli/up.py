@@ -170,6 +170,17 @@ class Stack:
         self.children.insert(0, self.pg.start(self.logs / "postgres.log"))
         await self.pg.wait_ready()
 
+    def stop_nats(self) -> None:
+        """Stop the embedded NATS, keeping its JetStream store and port (outage drills)."""
+        assert self.nats is not None and self.nats.child is not None
+        self.children.remove(self.nats.child)
+        self.nats.stop()
+
+    async def start_nats(self) -> None:
+        assert self.nats is not None
+        self.children.insert(1 if self.pg is not None else 0, self.nats.start(self.logs / "nats.log"))
+        await self.nats.wait_ready()
+
     def stop(self) -> None:
         for child in reversed(self.children):
             child.stop()

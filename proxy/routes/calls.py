@@ -8,7 +8,8 @@ import uuid
 
 from aiohttp import web
 
-from proxy.appkeys import APPROVAL_FLOW, PIPELINE, POOL, identity_of
+from proxy.appkeys import APPROVAL_FLOW, JOURNAL, PIPELINE, POOL, identity_of
+from proxy.call_reads import read_call_now, read_result_now
 from proxy.calls import TERMINAL, read_call
 from proxy.errors import Conflict, Forbidden, NotFound
 from proxy.output import read_artifact
@@ -25,11 +26,24 @@ class CallNotRunning(Conflict):
 
 @routes.get("/v1/calls/{call_id}")
 async def get_call(request: web.Request) -> web.Response:
+    """The call's latest state, at once after its response, from any replica."""
     identity = identity_of(request)
-    call = await read_call(request.app[POOL], request.match_info["call_id"], identity.team_id)
+    call = await read_call_now(request.app[POOL], request.app[JOURNAL],
+                               request.match_info["call_id"], identity.team_id)
     if call is None:
         raise NotFound("no such call")
     return json_response(200, call)
+
+
+@routes.get("/v1/results/{result_id}")
+async def get_result(request: web.Request) -> web.Response:
+    """A call's result (output, metering, references) by its result_id."""
+    identity = identity_of(request)
+    result = await read_result_now(request.app[POOL], request.app[JOURNAL],
+                                   request.match_info["result_id"], identity.team_id)
+    if result is None:
+        raise NotFound("no such result")
+    return json_response(200, result)
 
 
 @routes.post("/v1/calls/{call_id}/cancel")

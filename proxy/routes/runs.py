@@ -15,6 +15,7 @@ from proxy.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from proxy.events import event
 from proxy.identity import ID_PATTERN, Identity
 from proxy.routes.tools import json_response
+from proxy.run_budget import BudgetUnavailable, RunBudgets
 from proxy.runs import RunExists, RunRepository
 
 routes = web.RouteTableDef()
@@ -57,6 +58,26 @@ def _repo(request: web.Request) -> RunRepository:
     return request.app[PIPELINE].runs
 
 
+def _budgets(request: web.Request) -> RunBudgets:
+    return request.app[PIPELINE].budgets
+
+
+async def _with_used(request: web.Request, run: dict[str, Any],
+                     calls: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """`used`: a budgeted run's counters (the budget's own view), else the sum of its calls."""
+    try:
+        used = await _budgets(request).used(run["team_id"], run["run_id"])
+    except BudgetUnavailable:
+        used = None
+    if used is not None:
+        return {**run, "used": used.json()}
+    if calls is None:
+        calls = await _repo(request).calls(run["team_id"], run["run_id"])
+    executed = [c for c in calls if c["status"] in ("COMPLETED", "FAILED", "CANCELLED")]
+    return {**run, "used": {"calls": len(executed), "tokens": sum(c["tokens_used"] for c in calls),
+                            "cost_1t": sum(c["cost_1t"] for c in calls)}}
+
+
 async def _publish(request: web.Request, identity: Identity, type_: str, run_id: str,
                    payload: dict[str, Any]) -> None:
     await request.app[JOURNAL].record(events=[event(identity.team_id, type_, run_id=run_id,
@@ -84,8 +105,14 @@ async def start_run(request: web.Request) -> web.Response:
             max_cost_1t=body.budget.max_cost_1t)
     except RunExists:
         raise RunConflict(f"run {run_id!r} already exists") from None
+    try:
+        await _budgets(request).register(
+            identity.team_id, run_id, max_calls=body.budget.max_calls,
+            max_tokens=body.budget.max_tokens, max_cost_1t=body.budget.max_cost_1t)
+    except BudgetUnavailable:
+        pass  # the counter is rebuilt from the row on the run's first call
     await _publish(request, identity, "agent.turn.started", run_id, {"budget": run["budget"]})
-    return json_response(201, run)
+    return json_response(201, {**run, "used": {"calls": 0, "tokens": 0, "cost_1t": 0.0}})
 
 
 @routes.post("/v1/runs/{run_id}/plan")
@@ -100,7 +127,7 @@ async def plan(request: web.Request) -> web.Response:
     if run is None:
         raise RunConflict("the run is completed")
     await _publish(request, identity, "agent.plan.updated", run_id, {"plan": body.plan})
-    return json_response(200, run)
+    return json_response(200, await _with_used(request, run))
 
 
 @routes.post("/v1/runs/{run_id}/complete")
@@ -112,6 +139,11 @@ async def complete(request: web.Request) -> web.Response:
     run = await _repo(request).complete(identity.team_id, run_id, body.outcome)
     if run is None:
         raise RunConflict("the run is already completed")
+    try:
+        await _budgets(request).complete(identity.team_id, run_id)
+    except BudgetUnavailable:
+        pass  # every replica's directory already says completed (NOTIFY)
+    run = await _with_used(request, run)
     await _publish(request, identity, "agent.turn.completed", run_id,
                    {"outcome": body.outcome, "used": run["used"]})
     return json_response(200, run)
@@ -132,5 +164,6 @@ async def get_run(request: web.Request) -> web.Response:
         "tokens_used": sum(c["tokens_used"] for c in calls),
         "cost_1t": sum(c["cost_1t"] for c in calls),
     }
-    return json_response(200, {**(run or {"run_id": run_id, "status": "unregistered"}),
-                               "calls": calls, "totals": totals})
+    view = await _with_used(request, run, calls) if run is not None else {
+        "run_id": run_id, "status": "unregistered"}
+    return json_response(200, {**view, "calls": calls, "totals": totals})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import orjson
 from aiohttp import web
 
+from proxy import tracing
 from proxy.appkeys import CATALOG, PIPELINE, identity_of
 from proxy.body import read_model
 from proxy.envelope import InvokeRequest
@@ -23,7 +24,8 @@ async def invoke(request: web.Request) -> web.Response:
     identity = identity_of(request)
     envelope = await read_model(request, InvokeRequest)
     outcome = await request.app[PIPELINE].invoke(identity, envelope)
-    return json_response(outcome.http_status, outcome.body, outcome.headers)
+    with tracing.span("respond"):
+        return json_response(outcome.http_status, outcome.body, outcome.headers)
 
 
 @routes.get("/v1/tools")

@@ -11,8 +11,6 @@ from typing import Any
 
 import orjson
 import structlog
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
@@ -21,6 +19,7 @@ from pydantic import ValidationError
 from services.sdk import protocol as p
 from services.sdk.errors import ManifestError, ToolError
 from services.sdk.manifest import ToolManifest
+from services.sdk.validation import SchemaValidator
 
 log = structlog.get_logger("toolproxy.service")
 
@@ -61,13 +60,13 @@ Handler = Callable[[dict[str, Any], CallContext], Awaitable["ToolResult | dict[s
 class ToolDef:
     manifest: ToolManifest
     handler: Handler
-    _validator: Draft202012Validator | None = None
+    _validator: SchemaValidator | None = None
 
     def check_args(self, args: dict[str, Any]) -> None:
         """Defense in depth: the proxy validated already, but a service never trusts the bus."""
         if self._validator is None:
-            self._validator = Draft202012Validator(self.manifest.input_schema)
-        error = best_match(self._validator.iter_errors(args))
+            self._validator = SchemaValidator(self.manifest.input_schema)
+        error = self._validator.problem(args)
         if error is not None:
             where = error.json_path
             raise ToolError(f"invalid args: {where}: {_short(error.message)}", code="invalid_args")
