@@ -147,6 +147,10 @@ class GrantCache:
         self.ready = False
         self.version = 0  # bumps on every change: lets callers cache derived data safely
         self._changed = asyncio.Event()
+        # Reloads take turns (in order: asyncio.Lock is FIFO). Otherwise a reload that read
+        # before a change could finish after one that read it, and put the old rows back until
+        # the next full reload.
+        self._reloading = asyncio.Lock()
 
     async def start(self) -> None:
         await self._listener.subscribe(CHANNEL, self._on_notify, on_reconnect=self._changed.set)
@@ -182,6 +186,10 @@ class GrantCache:
         return None
 
     async def reload_all(self) -> None:
+        async with self._reloading:
+            await self._reload_all()
+
+    async def _reload_all(self) -> None:
         async with self._pool.acquire() as conn, conn.transaction(readonly=True):
             grant_rows = await conn.fetch(f"SELECT {_COLUMNS} FROM grants")
             override_rows = await conn.fetch(f"SELECT {OVERRIDE_COLUMNS} FROM overrides")
@@ -203,6 +211,10 @@ class GrantCache:
         self.version += 1
 
     async def reload_team(self, team_id: str) -> None:
+        async with self._reloading:
+            await self._reload_team(team_id)
+
+    async def _reload_team(self, team_id: str) -> None:
         async with self._pool.acquire() as conn, conn.transaction(readonly=True):
             grant_rows = await conn.fetch(f"SELECT {_COLUMNS} FROM grants WHERE team_id = $1", team_id)
             override_rows = await conn.fetch(
