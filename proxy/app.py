@@ -43,6 +43,10 @@ from proxy.housekeeping import Housekeeping
 from proxy.idempotency import IdempotencyStore
 from proxy.inflight import InFlight
 from proxy.pipeline import Pipeline
+from proxy.plugins import routes as plugin_routes
+from proxy.plugins.directory import PluginDirectory
+from proxy.plugins.relay import InternalRelay
+from services.plugins.registry import PluginRegistry
 from proxy.run_budget import RunBudgets
 from proxy.runs import RunRepository
 from proxy.routes import (
@@ -141,12 +145,18 @@ async def _pdp(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _catalog(app: web.Application) -> AsyncIterator[None]:
-    catalog = Catalog(app[k.NC], app[k.POOL], app[k.METRICS])
+    # The enabled plugins first: the catalog shows a plugin tool only as its enabled version.
+    directory = PluginDirectory(app[k.POOL], app[k.LISTENER])
+    await directory.start()
+    catalog = Catalog(app[k.NC], app[k.POOL], app[k.METRICS], plugins=directory)
     await catalog.start()
+    app[k.PLUGIN_DIRECTORY] = directory
+    app[k.PLUGIN_REGISTRY] = PluginRegistry(app[k.POOL])
     app[k.RECONNECTS].add("catalog", catalog.rediscover)
     app[k.CATALOG] = catalog
     yield
     await catalog.close()
+    await directory.close()
 
 
 async def _journal(app: web.Application) -> AsyncIterator[None]:
@@ -212,10 +222,14 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
     keeper.start()
     hub = EventHub(app[k.LISTENER])
     await hub.start()
+    relay = InternalRelay(pipeline, app[k.PLUGIN_DIRECTORY], app[k.NC], inflight.instance_id)
+    await relay.start()
+    app[k.PLUGIN_RELAY] = relay
     app[k.PIPELINE] = pipeline
     app[k.APPROVAL_FLOW] = flow
     app[k.EVENT_HUB] = hub
     yield
+    await relay.close()
     await keeper.close()
     await flow.close()
     await budgets.close()
@@ -236,6 +250,6 @@ def create_app(settings: Settings) -> web.Application:
     if tracing.enabled():
         app.on_cleanup.append(lambda _: asyncio.to_thread(tracing.shutdown))
     for module in (tools, usage, admin_grants, admin_governance, admin_quotas, approvals, calls,
-                   runs, events, mcp, openai_tools, probes):
+                   runs, events, mcp, openai_tools, plugin_routes, probes):
         app.router.add_routes(module.routes)
     return app

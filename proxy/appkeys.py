@@ -19,6 +19,9 @@ from proxy.config import Settings
 from proxy.identity import Identity
 from proxy.metrics import Metrics
 from proxy.pipeline import Pipeline
+from proxy.plugins.directory import PluginDirectory
+from proxy.plugins.relay import InternalRelay
+from services.plugins.registry import PluginRegistry
 from proxy.tokens import TokenVerifier
 from proxy.journal import Journal
 from proxy.limits.limiter import Limiter
@@ -41,6 +44,9 @@ QUOTA_REPO = web.AppKey("quota_repo", QuotaRepository)
 PIPELINE = web.AppKey("pipeline", Pipeline)
 APPROVAL_FLOW = web.AppKey("approval_flow", ApprovalFlow)
 EVENT_HUB = web.AppKey("event_hub", EventHub)
+PLUGIN_DIRECTORY = web.AppKey("plugin_directory", PluginDirectory)
+PLUGIN_REGISTRY = web.AppKey("plugin_registry", PluginRegistry)
+PLUGIN_RELAY = web.AppKey("plugin_relay", InternalRelay)
 
 IDENTITY = web.RequestKey("identity", Identity)  # set by the authentication middleware
 

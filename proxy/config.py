@@ -23,7 +23,7 @@ class Settings(BaseSettings):
     database_url: SecretStr | None = None
     nats_url: str | None = None
     db_pool_min: int = Field(default=2, ge=1)
-    db_pool_max: int = Field(default=20, ge=1)
+    db_pool_max: int = Field(default=10, ge=1)  # per worker process
 
     # Tokens: HS256 with a secret (from here, or generated into the data dir for dev),
     # or RS256/ES256 with a public key file (production, tokens minted by your IdP).
@@ -61,7 +61,7 @@ class Settings(BaseSettings):
     events_retention_days: float = Field(default=7.0, gt=0, le=3650)
     # A call still running after this long is put on record as RUNNING (seen by every replica,
     # resolved if its replica dies); a shorter one is recorded once, when it ends. 0: at once.
-    start_note_after_ms: float = Field(default=50.0, ge=0, le=60_000)
+    start_note_after_ms: float = Field(default=250.0, ge=0, le=60_000)
     # A replica silent this long is gone: its RUNNING calls past their deadline are resolved.
     lost_after_s: float = Field(default=10.0, ge=1)
     housekeeping_every_s: float = Field(default=5.0, gt=0)

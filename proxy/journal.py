@@ -117,7 +117,7 @@ class Journal:
         pool: asyncpg.Pool,
         metrics: Metrics,
         *,
-        batch_size: int = 500,
+        batch_size: int = 200,
         publish_timeout_s: float = 1.0,
         linger_s: float = 0.05,
     ) -> None:
@@ -265,7 +265,9 @@ class Journal:
                         log.warning("journal_rebind_failed", error=str(again) or type(again).__name__)
                 continue
             entries: list[Entry] = []
-            for m in msgs:
+            for i, m in enumerate(msgs):
+                if i and i % 50 == 0:
+                    await asyncio.sleep(0)  # the writer shares the loop with requests: let them in
                 try:
                     entries.append(Entry.model_validate_json(m.data))
                 except Exception:

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from proxy.envelope import InvokeRequest
+from proxy.plugins.routes import PluginInstall, PluginName, PluginVersion
 from proxy.routes.admin_governance import OverrideKey, OverrideRequest, PolicyPush
 from proxy.routes.admin_grants import GrantRequest
 from proxy.routes.admin_quotas import QuotaBody, QuotaKey
@@ -46,6 +47,11 @@ OPERATIONS: list[tuple[str, str, str, str, type[BaseModel] | None, bool]] = [
     ("get", "/v1/admin/decisions", "admin", "The decision log", None, False),
     ("get", "/v1/admin/policies", "admin", "Serving policy revision and history", None, False),
     ("post", "/v1/admin/policies", "admin", "Push (validate, test, activate) a policy revision", PolicyPush, False),
+    ("post", "/v1/admin/plugins", "plugins", "Install a plugin bundle (admin)", PluginInstall, False),
+    ("get", "/v1/admin/plugins", "plugins", "Installed plugin versions", None, False),
+    ("post", "/v1/admin/plugins/enable", "plugins", "Enable one version of a plugin (governance)", PluginVersion, False),
+    ("post", "/v1/admin/plugins/disable", "plugins", "Disable a plugin (governance)", PluginName, False),
+    ("post", "/v1/admin/plugins/remove", "plugins", "Remove an installed, disabled version (admin)", PluginVersion, False),
     ("post", "/mcp", "agents", "MCP over streamable HTTP (JSON-RPC)", None, False),
     ("get", "/v1/openai/tools", "agents", "The callable catalog as OpenAI tools", None, False),
     ("post", "/v1/openai/tool_calls", "agents", "Run an assistant message's tool_calls", ToolCallsBody, False),

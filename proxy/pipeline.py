@@ -54,8 +54,10 @@ from proxy.journal import Entry, Journal
 from proxy.limits.limiter import Limiter, LimitsUnavailable
 from proxy.metrics import Metrics
 from proxy.output import schema_problem, shape_output
+from proxy.plugins.calls import PluginCalls
 from proxy.run_budget import BudgetUnavailable, RunBudgets
 from proxy.runs import RunRepository
+from services.sdk.protocol import PLUGIN_ERROR_CODES
 from services.sdk.manifest import ToolManifest, is_valid_tool_name
 from services.sdk.validation import SchemaValidator
 
@@ -107,6 +109,7 @@ class Pipeline:
         # tool's view in the policy input, built once instead of on every call.
         self._prepared: dict[str, tuple[ToolManifest, SchemaValidator, SchemaValidator,
                                         dict[str, Any]]] = {}
+        self.plugin_calls = PluginCalls()  # this replica's running plugin calls (internal())
         self._notes: set[asyncio.Task[None]] = set()
         disabled = {p.strip() for p in settings.bench_disable.split(",") if p.strip()}
         self._limits_on = "limits" not in disabled
@@ -255,8 +258,10 @@ class Pipeline:
 
     async def _run(self, call: Call) -> tuple[Outcome, Ending | None]:
         if not call.resumed:
-            self._emit(call, "agent.tool.requested",
-                       payload={"tool": call.manifest.tool_id, **self._args_view(call)})
+            payload = {"tool": call.manifest.tool_id, **self._args_view(call)}
+            if call.parent_call_id is not None:
+                payload["parent_call_id"] = call.parent_call_id
+            self._emit(call, "agent.tool.requested", payload=payload)
         with tracing.span("decide"):
             decision, seconds, doc = await self.pdp.decide(
                 decision_id=call.decision_id,
@@ -288,6 +293,12 @@ class Pipeline:
             ending = Ending(403, "DENIED", "denied", "policy denied this call", reasons=decision.reasons)
             return await self._end(call, decision, ending, record), ending
         if decision.require_approval:
+            if call.parent_call_id is not None:
+                # A plugin's internal call cannot wait for a governance decision: it runs under
+                # its plugin call's approval (inherited) or not at all.
+                ending = Ending(403, "DENIED", "denied", "an internal call of a plugin needs the "
+                                "approval of the plugin's own call", reasons=decision.reasons)
+                return await self._end(call, decision, ending, record), ending
             if call.approval is not None:  # a resumed call must not need approval twice
                 ending = Ending(403, "DENIED", "denied", "the approval does not cover this call",
                                 reasons=decision.reasons)
@@ -365,20 +376,29 @@ class Pipeline:
 
     async def _execute(self, call: Call, decision: Decision,
                        record: DecisionRecord) -> tuple[Outcome, Ending]:
+        m = call.manifest
+        timeout_ms = min(decision.obligations.timeout_ms or m.deadline_ms, m.deadline_ms)
+        if call.deadline is not None:  # an internal call lives within its plugin call's deadline
+            left_ms = int((call.deadline - time.time()) * 1000)
+            if left_ms <= 0:
+                ending = Ending(504, "FAILED", "timeout", "the plugin call's deadline has passed")
+                return await self._end(call, decision, ending, record), ending
+            timeout_ms = min(timeout_ms, left_ms)
         with tracing.span("admit"):
             refused = await self._admit(call, decision)
         if refused is not None:
             return await self._end(call, decision, refused, record), refused
-        m = call.manifest
-        timeout_ms = min(decision.obligations.timeout_ms or m.deadline_ms, m.deadline_ms)
         meta = CallMeta(
             call_id=call.call_id, decision_id=call.decision_id, team_id=call.identity.team_id,
             agent_id=call.identity.agent_id, run_id=call.agent_run_id, confidential=call.confidential,
+            replica=self.inflight.instance_id if m.plugin else None,
         )
         started = call.forwarded_at = datetime.now(timezone.utc)
         self._emit(call, "agent.tool.started", payload={"tool": m.tool_id, "timeout_ms": timeout_ms})
         note = self._start_note(call, started, started + timedelta(milliseconds=timeout_ms))
         cancel_requested = self.inflight.watch(call.call_id, call.identity.team_id)
+        if m.plugin:
+            self.plugin_calls.add(call, time.time() + timeout_ms / 1000.0)
         work = asyncio.ensure_future(tracing.traced("forward", forward(
             self.nc, m, call.args, meta, timeout_s=timeout_ms / 1000.0,
             max_reply_bytes=self.settings.max_artifact_bytes, metrics=self.metrics,
@@ -403,6 +423,7 @@ class Pipeline:
             raise
         finally:
             self.inflight.unwatch(call.call_id)
+            self.plugin_calls.remove(call.call_id)
             if note is not None:
                 note.cancel()
         return await self._end(call, decision, ending, record), ending
@@ -433,6 +454,11 @@ class Pipeline:
             assert reply.error is not None
             if reply.error.code == "timeout":
                 e.http_status, e.code, e.message = 504, "timeout", reply.error.message
+            elif m.plugin and reply.error.code in PLUGIN_ERROR_CODES:
+                # A plugin's own ending is reported as such (the sandbox's stable codes).
+                e.code, e.message = reply.error.code, reply.error.message
+                if e.code == "plugin_timeout":
+                    e.http_status = 504
             else:
                 e.code, e.message, e.tool_code = "tool_error", reply.error.message, reply.error.code
                 e.http_status = tool_error_status(reply.error.code)

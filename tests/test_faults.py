@@ -14,7 +14,12 @@ from tests.drill import Drill
 from tests.infra import OpaServer, opa_binary
 
 DOWN_S = 4.0
+CACHE_TTL_S = 5.3  # TOOLPROXY_PDP_CACHE_TTL_S's default, and a margin
+OPA_DOWN_S = 8.0  # past the cache's bound
 RECOVERY_S = 5.0
+# Refused "at once": the goal is 0.5 s (quiet runs measure 20-80 ms); the bound leaves room for
+# a CI machine that is busy with something else.
+SLOWEST_S = 1.0
 AFTER_S = 8.0
 
 
@@ -62,7 +67,7 @@ async def test_nats_restart_under_load() -> None:
     assert_no_500(drill)
     assert set(figures["while_down"]) <= {"503 limits_unavailable", "503 dependency_unavailable",
                                           "503 tool_unavailable"}, figures
-    assert figures["slowest_while_down_s"] < 0.5, figures
+    assert figures["slowest_while_down_s"] < SLOWEST_S, figures
     assert figures["recovered_after_s"] is not None and figures["recovered_after_s"] < RECOVERY_S, figures
     assert set(figures["after_recovery"]) == {"200"}, figures
     assert_no_loss(figures)
@@ -110,8 +115,9 @@ async def _readyz(url: str) -> int:
 
 async def test_opa_killed_and_restarted_empty_under_load() -> None:
     """TOOLPROXY_PDP=opa: OPA killed, then started again empty (as a sidecar restarts). While
-    it is away every call fails closed (503) and /readyz says not ready; the proxy pushes its
-    revision again by itself."""
+    it is away, decisions cached within TOOLPROXY_PDP_CACHE_TTL_S (5 s) still serve the same
+    agents and tools, then every call fails closed (503) and /readyz says not ready; the proxy
+    pushes its revision again by itself."""
     binary = opa_binary()
     if binary is None:
         pytest.skip("no OPA binary (../shared/bin/opa or TOOLPROXY_TEST_OPA_BIN)")
@@ -127,19 +133,21 @@ async def test_opa_killed_and_restarted_empty_under_load() -> None:
         opa.stop()
         await asyncio.sleep(1.5)
         ready_while_down = await _readyz(drill.stack.url)
-        await asyncio.sleep(DOWN_S - 1.5)
+        await asyncio.sleep(OPA_DOWN_S - 1.5)
         t_up = time.monotonic()
         await opa.start()  # empty: no policy until the proxy pushes one
         await asyncio.sleep(AFTER_S)
         ready_after = await _readyz(drill.stack.url)
         await drill.stop()
-        figures = report("opa", drill, t_down, t_up, await drill.usage_check())
+        figures = report("opa", drill, t_down + CACHE_TTL_S, t_up, await drill.usage_check())
+        cached = drill.counts(drill.between(t_down + 0.3, t_down + CACHE_TTL_S))
     finally:
         drill.remove()
         opa.remove()
     assert_no_500(drill)
+    assert set(cached) <= {"200", "503 pdp_unavailable"}, cached  # within the cache's bound
     assert set(figures["while_down"]) <= {"503 pdp_unavailable", "503 policy_undefined"}, figures
-    assert figures["slowest_while_down_s"] < 0.5, figures
+    assert figures["slowest_while_down_s"] < SLOWEST_S, figures
     assert ready_while_down == 503 and ready_after == 200
     assert figures["recovered_after_s"] is not None and figures["recovered_after_s"] < RECOVERY_S, figures
     assert set(figures["after_recovery"]) == {"200"}, figures

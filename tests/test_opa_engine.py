@@ -123,13 +123,15 @@ async def test_a_push_of_the_same_revision_re_pushes_it(aiohttp_client, isolated
 @pytest.mark.parametrize("ttl", [5.0, 0.0])
 async def test_cached_allows_outlive_a_dead_pdp_only_within_the_ttl(
         aiohttp_client, settings, builtin, token, team, opa, ttl) -> None:
-    """TOOLPROXY_PDP_CACHE_TTL_S bounds it (0: never); identical inputs only; counted."""
+    """TOOLPROXY_PDP_CACHE_TTL_S bounds it (0: never); only for inputs identical in what the
+    policy reads (math's arguments are not read: a new expression is the same decision; a new
+    agent is not); counted."""
     _, client = await _opa_app(aiohttp_client, settings, opa, pdp_cache_ttl_s=ttl)
-    tok = token(team=team)
-    assert (await invoke(client, tok, "math", {"expr": "6*7"}))[0] == 200
+    seen, unseen = token(agent="seen", team=team), token(agent="unseen", team=team)
+    assert (await invoke(client, seen, "math", {"expr": "6*7"}))[0] == 200
     opa.stop()
-    same, _ = await invoke(client, tok, "math", {"expr": "6*7"})
-    other, _ = await invoke(client, tok, "math", {"expr": "6*8"})
+    same, _ = await invoke(client, seen, "math", {"expr": "6*8"})
+    other, _ = await invoke(client, unseen, "math", {"expr": "6*7"})
     assert (same, other) == ((200, 503) if ttl else (503, 503))
     metrics = await (await client.get("/metrics")).text()
     hits = 'toolproxy_pdp_cache_total{result="hit"} 1.0' in metrics

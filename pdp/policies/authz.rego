@@ -38,19 +38,22 @@ input_reads := {"args": ["data.query", "greenfood.order"], "agent_run_id": false
 
 # --- who may call what -------------------------------------------------------------------
 
-# Category A read tools are enabled for every agent.
+# Category A read tools are enabled for every agent, except plugins' (third-party code):
+# a team opts in to a plugin tool with a grant naming it.
 permitted contains "category_a_default" if {
 	tool.category == "A"
 	tool.action == "read"
+	object.get(tool, "plugin", false) != true
 }
 
 # Read tools every agent may call without a grant (seed 001: agent templates can be listed
-# and read by default). Their write tools still need a grant each.
+# and read by default). Their write tools still need a grant each; a plugin never counts.
 default_read_tools := {"template.list", "template.read"}
 
 permitted contains "default_read" if {
 	tool.action == "read"
 	tool.tool_id in default_read_tools
+	object.get(tool, "plugin", false) != true
 }
 
 # Everything else needs a grant or an allow override naming this exact tool: exact string

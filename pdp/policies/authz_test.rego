@@ -24,6 +24,7 @@ tools := {
 	"template.create": tool("template.create", "B", "write", false, 3000),
 	"template.update": tool("template.update", "B", "write", false, 3000),
 	"template.delete": tool("template.delete", "B", "write", false, 3000),
+	"text.wordfreq": object.union(tool("text.wordfreq", "A", "read", false, 2000), {"plugin": true}),
 }
 
 tool(id, category, action, requires_approval, timeout_ms) := {
@@ -200,6 +201,13 @@ test_confidential_mode_excludes_plugins if {
 	allowed(decide("plugin.echo", {"grants": [grant("plugin.echo")]}), ["granted"])
 }
 
+test_plugin_category_a_tool_is_not_default_enabled if {
+	denied(decide("text.wordfreq", {}), ["grant_required"])
+	denied(decide("text.wordfreq", {"phase": "list"}), ["grant_required"])
+	allowed(decide("text.wordfreq", {"grants": [grant("text.wordfreq")]}), ["granted"])
+	allowed(decide("math", {}), ["category_a_default"])
+}
+
 test_confidential_mode_redacts_args_and_output if {
 	d := decide("math", {"confidential": true})
 	allowed(d, ["category_a_default"])
@@ -298,10 +306,12 @@ test_default_reads_still_yield_to_deny_overrides_and_team_checks if {
 	denied(decide("template.list", {"team_id": "t2"}), ["team_mismatch"])
 }
 
-test_default_read_needs_a_read_tool if {
-	# A write tool that took a default-read name would still need its grant.
+test_default_read_needs_a_read_tool_that_is_not_a_plugin if {
+	# A write tool or a plugin that took a default-read name would still need its grant.
 	w := tool("template.read", "B", "write", false, 3000)
 	denied(decide("template.read", {"tool": w}), ["grant_required"])
+	p := object.union(tool("template.read", "B", "read", false, 3000), {"plugin": true})
+	denied(decide("template.read", {"tool": p}), ["grant_required"])
 }
 
 # --- approvals ------------------------------------------------------------------------------

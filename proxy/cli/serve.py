@@ -35,8 +35,10 @@ def serve(settings: Settings) -> int:
         return _supervise_workers(settings)
     structlog.get_logger("toolproxy").info("starting", settings=settings.redacted())
     _install_uvloop()
+    app = create_app(settings)
+    app.on_startup.append(_freeze_startup_objects)
     web.run_app(
-        create_app(settings),
+        app,
         host=settings.host,
         port=settings.port,
         access_log=None,
@@ -46,6 +48,15 @@ def serve(settings: Settings) -> int:
         handler_cancellation=True,  # a client that disconnects cancels its call
     )
     return 0
+
+
+async def _freeze_startup_objects(app: web.Application) -> None:
+    """What start-up allocated lives as long as the process: out of the collector's sight, so
+    full collections (pauses, under load) have less to walk."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
 
 
 def _supervise_workers(settings: Settings) -> int:
@@ -90,3 +101,13 @@ def services(settings: Settings) -> None:
     configure_logging(settings.log_level, settings.log_format)
     _install_uvloop()
     asyncio.run(run_services(settings.require_database_url(), settings.require_nats_url()))
+
+
+def plugin_host(settings: Settings) -> None:
+    from services.plugins.config import PluginSettings
+    from services.plugins.runner import run_plugin_host
+
+    configure_logging(settings.log_level, settings.log_format)
+    _install_uvloop()
+    asyncio.run(run_plugin_host(settings.require_database_url(), settings.require_nats_url(),
+                                PluginSettings()))

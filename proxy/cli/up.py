@@ -1,4 +1,5 @@
-"""`toolproxy up`: Postgres, NATS, migrations, services and the proxy, supervised as one stack."""
+"""`toolproxy up`: Postgres, NATS, migrations, services, the plugin host and the proxy,
+supervised as one stack."""
 
 from __future__ import annotations
 
@@ -100,7 +101,8 @@ class Stack:
             **self.extra_env,
         )
         me = [sys.executable, "-m", "proxy.cli.main"]
-        for name, argv in (("services", [*me, "services"]), ("proxy", [*me, "serve"])):
+        for name, argv in (("services", [*me, "services"]), ("plugins", [*me, "plugin-host"]),
+                           ("proxy", [*me, "serve"])):
             child = Child(name, argv, log_path=self.logs / f"{name}.log", env=env)
             child.start()
             self.children.append(child)

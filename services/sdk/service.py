@@ -35,6 +35,7 @@ class CallContext:
     run_id: str | None
     deadline: float  # time.time() seconds
     confidential: bool = False
+    replica: str | None = None  # the proxy replica running the call (plugin calls only)
 
     def remaining(self) -> float:
         return self.deadline - time.time()
@@ -278,4 +279,5 @@ def _context(headers: dict[str, str], default_ms: int) -> CallContext:
         run_id=headers.get(p.H_RUN_ID) or None,
         deadline=deadline,
         confidential=headers.get(p.H_CONFIDENTIAL) == "1",
+        replica=headers.get(p.H_REPLICA) or None,
     )
