@@ -21,6 +21,7 @@ from pdp.point import PolicyDecisionPoint
 from pdp.policy_set import PolicySet, load_policy_dir
 from pdp.policy_store import PolicyWatcher, active_policies
 from pdp.quotas import Quota, QuotaRepository
+from pdp.team_rules import TeamRuleRepository
 from proxy import appkeys as k
 from proxy import tracing
 from proxy.approval_flow import ApprovalFlow
@@ -36,6 +37,7 @@ from proxy.metrics import Metrics
 from proxy.middlewares.auth import authenticate
 from proxy.middlewares.errors import errors
 from proxy.middlewares.http_metrics import http_metrics
+from proxy.middlewares.inputs import refuse_nul
 from proxy.middlewares.request_context import request_context
 from proxy.middlewares.tracing import trace_request
 from proxy.event_hub import EventHub
@@ -53,6 +55,7 @@ from proxy.routes import (
     admin_governance,
     admin_grants,
     admin_quotas,
+    admin_team_rules,
     approvals,
     calls,
     events,
@@ -136,6 +139,7 @@ async def _pdp(app: web.Application) -> AsyncIterator[None]:
     app[k.GRANTS] = grants
     app[k.GRANT_REPO] = GrantRepository(pool)
     app[k.OVERRIDE_REPO] = OverrideRepository(pool)
+    app[k.TEAM_RULE_REPO] = TeamRuleRepository(pool)
     app[k.PDP] = pdp
     yield
     if watcher is not None:
@@ -237,8 +241,9 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
 
 
 def create_app(settings: Settings) -> web.Application:
-    # Order, outermost first: (tracing) -> request context -> metrics -> errors -> authentication.
-    middlewares = [request_context, http_metrics, errors, authenticate]
+    # Order, outermost first: (tracing) -> request context -> metrics -> errors -> NUL in the
+    # target -> authentication.
+    middlewares = [request_context, http_metrics, errors, refuse_nul, authenticate]
     if tracing.setup():
         middlewares.insert(0, trace_request)
     app = web.Application(middlewares=middlewares, client_max_size=settings.max_body_bytes)
@@ -249,7 +254,7 @@ def create_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.extend([_postgres, _nats, _pdp, _catalog, _journal, _limits, _pipeline])
     if tracing.enabled():
         app.on_cleanup.append(lambda _: asyncio.to_thread(tracing.shutdown))
-    for module in (tools, usage, admin_grants, admin_governance, admin_quotas, approvals, calls,
-                   runs, events, mcp, openai_tools, plugin_routes, probes):
+    for module in (tools, usage, admin_grants, admin_governance, admin_quotas, admin_team_rules,
+                   approvals, calls, runs, events, mcp, openai_tools, plugin_routes, probes):
         app.router.add_routes(module.routes)
     return app

@@ -11,6 +11,7 @@ from pdp.listener import Listener
 from pdp.overrides import OverrideRepository
 from pdp.point import PolicyDecisionPoint
 from pdp.quotas import QuotaRepository
+from pdp.team_rules import TeamRuleRepository
 from proxy.approval_flow import ApprovalFlow
 from proxy.bus import Reconnects
 from proxy.catalog import Catalog
@@ -38,6 +39,7 @@ GRANT_REPO = web.AppKey("grant_repo", GrantRepository)
 PDP = web.AppKey("pdp", PolicyDecisionPoint)
 CATALOG = web.AppKey("catalog", Catalog)
 OVERRIDE_REPO = web.AppKey("override_repo", OverrideRepository)
+TEAM_RULE_REPO = web.AppKey("team_rule_repo", TeamRuleRepository)
 JOURNAL = web.AppKey("journal", Journal)
 LIMITER = web.AppKey("limiter", Limiter)
 QUOTA_REPO = web.AppKey("quota_repo", QuotaRepository)

@@ -59,6 +59,9 @@ class Settings(BaseSettings):
     max_artifact_bytes: int = Field(default=4 << 20, ge=1024)  # a reply larger is refused
     idempotency_ttl_s: int = Field(default=24 * 3600, ge=1, le=30 * 24 * 3600)
     events_retention_days: float = Field(default=7.0, gt=0, le=3650)
+    # An SSE stream (GET /v1/events/stream) ends after this long; the client reconnects with
+    # Last-Event-ID (below a load balancer's own connection age, where there is one).
+    events_stream_max_s: float = Field(default=3600.0, gt=0, le=86_400)
     # A call still running after this long is put on record as RUNNING (seen by every replica,
     # resolved if its replica dies); a shorter one is recorded once, when it ends. 0: at once.
     start_note_after_ms: float = Field(default=250.0, ge=0, le=60_000)
