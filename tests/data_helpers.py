@@ -60,3 +60,17 @@ async def events_of(client: TestClient, tok: str, call_id: str, *, want: str,
         if any(e["type"] == want for e in mine) or loop.time() > deadline:
             return mine
         await asyncio.sleep(0.05)
+
+
+BOUNDARY = "boundary"  # refused by the proxy's input scan (NUL, beyond 64 bits) before the schema
+
+
+def assert_bad_input(status: int, body: dict[str, Any], where: str) -> None:
+    """400 before anything ran: `invalid_request` from the input scan (where == BOUNDARY),
+    else `invalid_args` naming the offending place in the tool's input schema."""
+    if where == BOUNDARY:
+        assert (status, body["error"]["code"]) == (400, "invalid_request"), body
+    else:
+        assert (status, body["error"]["code"]) == (400, "invalid_args"), body
+        assert f"at {where}" in body["error"]["message"], body
+    assert "call_id" not in body, body
