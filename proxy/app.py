@@ -67,6 +67,9 @@ from proxy.routes import (
     usage,
 )
 from proxy.tokens import TokenVerifier
+from proxy.turns import routes as turn_routes
+from proxy.turns.runtime import TurnRuntime
+from proxy.turns.upstream import ModelClient
 
 log = structlog.get_logger("toolproxy.app")
 
@@ -240,6 +243,17 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
     await inflight.close()
 
 
+async def _turns(app: web.Application) -> AsyncIterator[None]:
+    s = app[k.SETTINGS]
+    model = ModelClient(s) if s.model_base_url and s.model_name else None
+    runtime = TurnRuntime(app, settings=s, pipeline=app[k.PIPELINE], flow=app[k.APPROVAL_FLOW],
+                          journal=app[k.JOURNAL], model=model)
+    runtime.start_sweeper()
+    app[k.TURNS] = runtime
+    yield
+    await runtime.close()
+
+
 def create_app(settings: Settings) -> web.Application:
     # Order, outermost first: (tracing) -> request context -> metrics -> errors -> NUL in the
     # target -> authentication.
@@ -251,10 +265,11 @@ def create_app(settings: Settings) -> web.Application:
     app[k.METRICS] = Metrics()
     app[k.VERIFIER] = TokenVerifier(settings)
     # Created in order, released in reverse.
-    app.cleanup_ctx.extend([_postgres, _nats, _pdp, _catalog, _journal, _limits, _pipeline])
+    app.cleanup_ctx.extend([_postgres, _nats, _pdp, _catalog, _journal, _limits, _pipeline, _turns])
     if tracing.enabled():
         app.on_cleanup.append(lambda _: asyncio.to_thread(tracing.shutdown))
     for module in (tools, usage, admin_grants, admin_governance, admin_quotas, admin_team_rules,
-                   approvals, calls, runs, events, mcp, openai_tools, plugin_routes, probes):
+                   approvals, calls, runs, events, mcp, openai_tools, plugin_routes, probes,
+                   turn_routes):
         app.router.add_routes(module.routes)
     return app

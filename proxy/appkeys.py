@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import asyncpg
 from aiohttp import web
 from nats.aio.client import Client as NATS
@@ -27,6 +29,9 @@ from proxy.tokens import TokenVerifier
 from proxy.journal import Journal
 from proxy.limits.limiter import Limiter
 
+if TYPE_CHECKING:  # the runtime imports route modules that import this one
+    from proxy.turns.runtime import TurnRuntime
+
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)
 VERIFIER = web.AppKey("verifier", TokenVerifier)
@@ -49,6 +54,7 @@ EVENT_HUB = web.AppKey("event_hub", EventHub)
 PLUGIN_DIRECTORY = web.AppKey("plugin_directory", PluginDirectory)
 PLUGIN_REGISTRY = web.AppKey("plugin_registry", PluginRegistry)
 PLUGIN_RELAY = web.AppKey("plugin_relay", InternalRelay)
+TURNS: web.AppKey[TurnRuntime] = web.AppKey("turns")
 
 IDENTITY = web.RequestKey("identity", Identity)  # set by the authentication middleware
 

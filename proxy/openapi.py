@@ -33,6 +33,7 @@ from proxy.routes.approvals import STATES, DecisionBody, ResumeBody
 from proxy.routes.events import MAX_LIMIT
 from proxy.routes.openai_tools import ToolCallsBody
 from proxy.routes.runs import Complete, Plan, StartRun
+from proxy.turns.models import StartTurn
 from proxy.strict import INT64_MAX, TOOL_NAME_PATTERN
 from proxy.usage import GROUPS
 
@@ -78,7 +79,7 @@ DATE_TIME: Schema = {"type": "string", "format": "date-time", "maxLength": 40}
 # Path parameters by name: the shapes the routes accept (anything else is 404).
 PATH_PARAMS: dict[str, Schema] = {"run_id": ID_SCHEMA, "call_id": UUID_SCHEMA,
                                   "result_id": UUID_SCHEMA, "approval_id": UUID_SCHEMA,
-                                  "artifact_id": UUID_SCHEMA}
+                                  "artifact_id": UUID_SCHEMA, "turn_id": UUID_SCHEMA}
 
 TEAM = Param("team_id", ID_SCHEMA, description="another team (admins; governance: its own only)")
 LIMIT = Param("limit", _int(1, 1000, 100))
@@ -128,6 +129,16 @@ OPERATIONS: list[Op] = [
        body_required=False),
     Op("get", "/v1/runs/{run_id}", "runs", "A run with its calls and totals",
        {200: ref("RunDetail"), 404: ref("Error")}),
+    Op("post", "/v1/turns", "turns",
+       "Start a turn of an agent (demo or model) in a run (201 once it rests, 202 while running)",
+       {201: ref("Turn"), 202: ref("Turn"), 403: ref("Error"), 409: ref("Error")}, StartTurn),
+    Op("get", "/v1/turns/{turn_id}", "turns", "A turn: status, steps, result",
+       {200: ref("TurnDetail"), 404: ref("Error")}),
+    Op("post", "/v1/turns/{turn_id}/resume", "turns",
+       "Resume a turn held for an authorization, once decided (202 while still pending)",
+       {200: ref("Turn"), 202: ref("Turn"), 404: ref("Error"), 409: ref("Error")}),
+    Op("post", "/v1/turns/{turn_id}/cancel", "turns", "Cancel a running or held turn",
+       {200: ref("Turn"), 202: ref("Turn"), 403: ref("Error"), 404: ref("Error"), 409: ref("Error")}),
     Op("get", "/v1/events", "events", "Events after a cursor (per-team sequence)",
        {200: obj(["events", "cursor"], {"events": array_of(ref("Event")), "cursor": {"type": "integer"}})},
        params=(CURSOR, Param("limit", _int(1, MAX_LIMIT, 100)))),
