@@ -1,14 +1,15 @@
-"""The built-in services: the category-A tools, the internal data families (category B), the
-named queries (C) and GREENFOOD (D)."""
+"""The built-in services: five category-A tools and the tools of categories B, C and D."""
 
 from __future__ import annotations
 
 import asyncpg
 
 from services import (
+    browser,
     calendar_service,
     data_query_service,
     embeddings_service,
+    external_api,
     files,
     greenfood_service,
     math_service,
@@ -19,10 +20,14 @@ from services import (
     templates,
     text_service,
 )
+from services.netguard.settings import NetOptions
 from services.sdk import Service
 
 
-def builtin_services(pool: asyncpg.Pool) -> list[Service]:
+def builtin_services(pool: asyncpg.Pool, net: NetOptions | None = None) -> list[Service]:
+    """`net`: how the network tools resolve and what they may reach (default: from the
+    environment, the system resolver)."""
+    net = net or NetOptions()
     return [
         math_service.service(),
         text_service.service(),
@@ -36,6 +41,8 @@ def builtin_services(pool: asyncpg.Pool) -> list[Service]:
         templates.service(pool),
         data_query_service.service(pool),
         greenfood_service.service(pool),
+        browser.service(pool, net),
+        external_api.service(pool, net),
     ]
 
 
@@ -68,4 +75,7 @@ BUILTIN_TOOLS = (
     "template.delete",
     "data.query",
     "greenfood.order",
+    "browser.lite",
+    "browser.full",
+    "external_api.call",
 )
