@@ -43,6 +43,7 @@ from proxy.housekeeping import Housekeeping
 from proxy.idempotency import IdempotencyStore
 from proxy.inflight import InFlight
 from proxy.pipeline import Pipeline
+from proxy.agents import routes as agent_routes
 from proxy.plugins import routes as plugin_routes
 from proxy.plugins.directory import PluginDirectory
 from proxy.plugins.relay import InternalRelay
@@ -250,6 +251,6 @@ def create_app(settings: Settings) -> web.Application:
     if tracing.enabled():
         app.on_cleanup.append(lambda _: asyncio.to_thread(tracing.shutdown))
     for module in (tools, usage, admin_grants, admin_governance, admin_quotas, approvals, calls,
-                   runs, events, mcp, openai_tools, plugin_routes, probes):
+                   runs, events, mcp, openai_tools, plugin_routes, agent_routes, probes):
         app.router.add_routes(module.routes)
     return app

@@ -10,6 +10,7 @@ from typing import Any
 from proxy.envelope import completed_body
 from proxy.events import EventRecord
 from proxy.identity import Identity
+from proxy.limits.limiter import TokenReservation
 from services.sdk.manifest import ToolManifest
 
 
@@ -43,6 +44,7 @@ class Call:
     resumed: bool = False
     idempotency_key: str | None = None
     run_reserved: bool = False  # a call was counted against a registered run's budget
+    tokens_held: TokenReservation | None = None  # its estimated tokens, held until it ends
     # An internal call of a plugin: the plugin's own call, and that call's deadline (epoch s).
     parent_call_id: str | None = None
     deadline: float | None = None

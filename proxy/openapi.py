@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from proxy.agents.routes import AgentKey, AgentRegistration
 from proxy.envelope import InvokeRequest
 from proxy.plugins.routes import PluginInstall, PluginName, PluginVersion
 from proxy.routes.admin_governance import OverrideKey, OverrideRequest, PolicyPush
@@ -52,6 +53,9 @@ OPERATIONS: list[tuple[str, str, str, str, type[BaseModel] | None, bool]] = [
     ("post", "/v1/admin/plugins/enable", "plugins", "Enable one version of a plugin (governance)", PluginVersion, False),
     ("post", "/v1/admin/plugins/disable", "plugins", "Disable a plugin (governance)", PluginName, False),
     ("post", "/v1/admin/plugins/remove", "plugins", "Remove an installed, disabled version (admin)", PluginVersion, False),
+    ("post", "/v1/admin/agents", "admin", "Register an agent for agent.invoke (admin)", AgentRegistration, False),
+    ("get", "/v1/admin/agents", "admin", "Registered agents (a governance token: its own team)", None, False),
+    ("post", "/v1/admin/agents/remove", "admin", "Remove a registered agent (admin)", AgentKey, False),
     ("post", "/mcp", "agents", "MCP over streamable HTTP (JSON-RPC)", None, False),
     ("get", "/v1/openai/tools", "agents", "The callable catalog as OpenAI tools", None, False),
     ("post", "/v1/openai/tool_calls", "agents", "Run an assistant message's tool_calls", ToolCallsBody, False),

@@ -44,7 +44,7 @@ from proxy.idempotency import IdempotencyStore, intent_hash
 from proxy.identity import Identity
 from proxy.inflight import InFlight
 from proxy.journal import Entry, Journal
-from proxy.limits.limiter import Limiter, LimitsUnavailable
+from proxy.limits.limiter import Admission, Limiter, LimitsUnavailable
 from proxy.metrics import Metrics
 from proxy.output import schema_problem, shape_output
 from proxy.plugins.calls import PluginCalls
@@ -341,10 +341,16 @@ class Pipeline:
         if not self._limits_on:
             return None
         try:
-            admission = await self.limiter.admit(
-                team_id=call.identity.team_id, agent_id=call.identity.agent_id, tool=m.tool_id,
-                category=m.category, rate=decision.obligations.rate,
-            )
+            # A metered tool's estimated tokens are held first: refused here, nothing else was
+            # taken; refused below, they are given back.
+            not_held = await self._hold_tokens(call)
+            if not_held is not None:
+                admission = not_held
+            else:
+                admission = await self.limiter.admit(
+                    team_id=call.identity.team_id, agent_id=call.identity.agent_id, tool=m.tool_id,
+                    category=m.category, rate=decision.obligations.rate,
+                )
         except LimitsUnavailable as exc:
             self.metrics.limits_errors.inc()
             log.warning("limits_unavailable", error=str(exc))
@@ -357,13 +363,37 @@ class Pipeline:
             self.metrics.limited.labels(category=m.category, code=admission.code,
                                         reason=admission.reason).inc()
             message = ("rate limit reached for this tool" if admission.code == "rate_limited"
-                       else "today's quota is used up")
+                       else "today's token quota cannot hold this call's estimate"
+                       if admission.reason == "quota_tokens_estimate" else "today's quota is used up")
             refused = Ending(429, "DENIED", admission.code, message, reasons=[admission.reason],
                              retry_after=admission.retry_after)
+        self._release_tokens(call)
         if call.run_reserved:
             await self.budgets.release(call.identity.team_id, call.agent_run_id or "")
             call.run_reserved = False
         return refused
+
+    async def _hold_tokens(self, call: Call) -> Admission | None:
+        """Reserve the tool's declared token estimate against the daily token quotas: None
+        when held (or nothing to hold), else the refusal."""
+        estimate = call.manifest.token_estimate
+        if estimate is None:
+            return None
+        held = await self.limiter.reserve_tokens(
+            team_id=call.identity.team_id, agent_id=call.identity.agent_id,
+            tokens=estimate.tokens(call.args))
+        if not held.allowed:
+            return Admission(False, "quota_exceeded", "quota_tokens_estimate", held.retry_after)
+        if held.tokens:
+            call.tokens_held = held
+        return None
+
+    def _release_tokens(self, call: Call, tokens: int = 0) -> None:
+        """Settle held tokens to `tokens` (0: the call never ran; nothing was used)."""
+        if call.tokens_held is not None:
+            held, call.tokens_held = call.tokens_held, None
+            self.limiter.settle(team_id=call.identity.team_id, agent_id=call.identity.agent_id,
+                                tokens=tokens, compute=0.0, cost=0.0, reserved=held)
 
     # --- execution ------------------------------------------------------------------------
 
@@ -435,8 +465,10 @@ class Pipeline:
         except BadToolReply as exc:
             return Ending(200, "FAILED", "bad_tool_output", str(exc), executed=True)
         cost = round(m.cost.price(reply.tokens_used, reply.compute_units), 12)
+        held, call.tokens_held = call.tokens_held, None
         self.limiter.settle(team_id=call.identity.team_id, agent_id=call.identity.agent_id,
-                            tokens=reply.tokens_used, compute=reply.compute_units, cost=cost)
+                            tokens=reply.tokens_used, compute=reply.compute_units, cost=cost,
+                            reserved=held)
         if call.run_reserved:
             self.budgets.settle(call.identity.team_id, call.agent_run_id or "", reply.tokens_used, cost)
         refs = {"object_refs": reply.object_refs, "artifacts": list(reply.artifacts),
@@ -486,6 +518,10 @@ class Pipeline:
     async def _end(self, call: Call, decision: Decision, e: Ending,
                    record: DecisionRecord | None) -> Outcome:
         """Render the ending; make its usage, row, decision and events durable; count it."""
+        # Tokens still held: the call ended without a tool reply. Executed (a timeout, a
+        # cancel), the estimate stays charged; never run, it is given back.
+        if call.tokens_held is not None:
+            self._release_tokens(call, call.tokens_held.tokens if e.executed else 0)
         body = render(call, e)
         elapsed = time.perf_counter() - call.t0
         finished = datetime.now(timezone.utc)

@@ -1,23 +1,42 @@
-"""The built-in services: five category-A tools and one real tool in each other category."""
+"""The built-in services: five category-A tools, one real tool in categories B and D, and the
+category C family (data.query, router.route, agent.invoke; llm.chat where an upstream is
+configured)."""
 
 from __future__ import annotations
 
 import asyncpg
 
 from services import (
+    agents,
     calendar_service,
     data_query_service,
     embeddings_service,
     greenfood_service,
+    llm,
     math_service,
     memory_service,
+    router,
     task_service,
     text_service,
 )
+from services.agents.config import AgentSettings
+from services.agents.registry import AgentRepository
+from services.llm.config import LlmSettings
+from services.router.choose import Router
+from services.router.rules import RouterRules
 from services.sdk import Service
 
 
-def builtin_services(pool: asyncpg.Pool) -> list[Service]:
+def builtin_services(pool: asyncpg.Pool, *, llm_settings: LlmSettings | None = None,
+                     agent_settings: AgentSettings | None = None) -> list[Service]:
+    """llm.chat is served only with an upstream configured (`llm_settings.configured`)."""
+    serve_llm = llm_settings is not None and llm_settings.configured
+    chooser = Router(RouterRules(pool), AgentRepository(pool),
+                     llm_settings.models if serve_llm and llm_settings is not None else ())
+    extra: list[Service] = []
+    if serve_llm:
+        assert llm_settings is not None
+        extra.append(llm.service(llm_settings, chooser))
     return [
         math_service.service(),
         text_service.service(),
@@ -27,6 +46,9 @@ def builtin_services(pool: asyncpg.Pool) -> list[Service]:
         task_service.service(pool),
         data_query_service.service(pool),
         greenfood_service.service(pool),
+        router.service(chooser),
+        agents.service(pool, agent_settings),
+        *extra,
     ]
 
 
@@ -40,4 +62,8 @@ BUILTIN_TOOLS = (
     "task.create",
     "data.query",
     "greenfood.order",
+    "router.route",
+    "agent.invoke",
 )
+# Served only where TOOLPROXY_LLM_BASE_URL is set.
+LLM_TOOLS = ("llm.chat",)

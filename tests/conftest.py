@@ -66,18 +66,37 @@ from proxy.bus import close as close_nats
 from proxy.bus import connect  # noqa: E402
 from proxy.config import Settings  # noqa: E402
 from proxy.tokens import mint  # noqa: E402
-from services.builtin import BUILTIN_TOOLS, builtin_services  # noqa: E402
+from services.builtin import BUILTIN_TOOLS, LLM_TOOLS, builtin_services  # noqa: E402
+from services.llm.config import LlmSettings  # noqa: E402
 from services.sdk import Service  # noqa: E402
+from tests.fake_llm import FakeLLM  # noqa: E402
 from tests.fixture_services import TEST_TOOLS, testsvc_service  # noqa: E402
 
 TEST_SECRET = "test-secret-" + "x" * 40
+# The fake upstream's key: unique per run, so a test can look for it anywhere it must not be.
+TEST_LLM_KEY = f"sk-fake-{uuid.uuid4().hex}"
+TEST_LLM_MODELS = ("small", "medium", "large")
 
 
 @pytest.fixture(scope="session")
-async def builtin(db_pool: asyncpg.Pool, nats_url: str) -> AsyncIterator[list[Service]]:
-    """The built-in services and the test services, running for the whole session."""
+async def fake_llm() -> AsyncIterator[FakeLLM]:
+    """A local OpenAI-compatible server for the session's llm.chat (tests script it)."""
+    fake = FakeLLM(TEST_LLM_KEY)
+    await fake.start()
+    try:
+        yield fake
+    finally:
+        await fake.stop()
+
+
+@pytest.fixture(scope="session")
+async def builtin(db_pool: asyncpg.Pool, nats_url: str, fake_llm: FakeLLM) -> AsyncIterator[list[Service]]:
+    """The built-in services (llm.chat against the fake upstream) and the test services,
+    running for the whole session."""
     nc = await connect(nats_url, name="test-services")
-    services = [*builtin_services(db_pool), testsvc_service()]
+    llm_settings = LlmSettings(base_url=fake_llm.base_url, api_key=SecretStr(TEST_LLM_KEY),
+                               models=TEST_LLM_MODELS)
+    services = [*builtin_services(db_pool, llm_settings=llm_settings), testsvc_service()]
     for s in services:
         await s.start(nc)
     try:
@@ -105,7 +124,7 @@ async def client(
 ) -> TestClient:
     app = create_app(settings)
     c: TestClient = await aiohttp_client(app)  # type: ignore[misc]
-    await app[appkeys.CATALOG].wait_available([*BUILTIN_TOOLS, *TEST_TOOLS], timeout=10)
+    await app[appkeys.CATALOG].wait_available([*BUILTIN_TOOLS, *LLM_TOOLS, *TEST_TOOLS], timeout=10)
     return c
 
 

@@ -12,6 +12,7 @@ from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from services.sdk.categories import CATEGORIES
+from services.sdk.token_estimate import TokenEstimate
 
 # ASCII only: fullmatch with re.ASCII so look-alike letters and a trailing newline never pass.
 TOOL_NAME_RE = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*", re.ASCII)
@@ -67,6 +68,9 @@ class ToolManifest(BaseModel):
     input_schema: dict[str, Any]
     output_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
     timeout_ms: int | None = Field(default=None, gt=0)
+    # Metered tools (an LLM): how the proxy estimates a call's tokens from its arguments, to
+    # reserve them against the team's token quota before the call runs.
+    token_estimate: TokenEstimate | None = None
 
     @field_validator("tool_id")
     @classmethod
@@ -99,6 +103,10 @@ class ToolManifest(BaseModel):
             raise ValueError(
                 f"timeout_ms {self.timeout_ms} exceeds category {self.category}'s {spec.timeout_ms}"
             )
+        if self.token_estimate is not None:
+            problem = self.token_estimate.problem(self.input_schema)
+            if problem is not None:
+                raise ValueError(f"token_estimate: {problem}")
         if self.category == "D" and not self.requires_approval:
             object.__setattr__(self, "requires_approval", True)
         return self
@@ -123,6 +131,8 @@ class ToolManifest(BaseModel):
     def entry(self, *, available: bool) -> dict[str, Any]:
         """The catalog entry as the API shows it."""
         data = self.model_dump(mode="json")
+        if data["token_estimate"] is None:  # shown only by the metered tools that declare one
+            del data["token_estimate"]
         data["capability"] = self.capability
         data["available"] = available
         return data
