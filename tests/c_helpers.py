@@ -23,14 +23,20 @@ async def granted(client: Any, token: Any, team: str, tool: str, agent: str = "a
         await asyncio.sleep(0.02)
 
 
-async def tighten_timeout(client: Any, token: Any, team: str, tool: str, timeout_ms: int,
-                          agent: str = "agent-1") -> None:
-    """A per-agent override: the policy gives this agent's calls of `tool` a shorter deadline."""
+async def override(client: Any, token: Any, team: str, tool: str, agent: str = "agent-1",
+                   **tightened: int) -> None:
+    """A per-agent override of `tool` (timeout_ms, rate_per_minute), set by an admin."""
     admin = token(agent="root", team="ops", role="admin")
     r = await client.post("/v1/admin/overrides", headers=bearer(admin), json={
-        "team_id": team, "agent_id": agent, "tool": tool, "effect": "allow", "timeout_ms": timeout_ms})
+        "team_id": team, "agent_id": agent, "tool": tool, "effect": "allow", **tightened})
     assert r.status == 201, await r.text()
     await asyncio.sleep(0.1)  # the override reaches the PDP like a grant
+
+
+async def tighten_timeout(client: Any, token: Any, team: str, tool: str, timeout_ms: int,
+                          agent: str = "agent-1") -> None:
+    """The policy gives this agent's calls of `tool` a shorter deadline."""
+    await override(client, token, team, tool, agent, timeout_ms=timeout_ms)
 
 
 def tool_code(body: dict[str, Any]) -> str | None:
