@@ -44,161 +44,144 @@ confidential_max_risk := "low"
 
 # --- the rules -----------------------------------------------------------------------------
 
+# The data above, as one value: the rules are a function of a request and of this, so tests
+# pass other data without `with` (which rego-cpp evaluates slowly over rules that read rules).
+rules := {
+	"models": models, "unknown_model": unknown_model, "teams": teams, "tasks": tasks,
+	"confidential_max_risk": confidential_max_risk,
+}
+
+decision := route(input, rules)
+
 risk_levels := {"low": 1, "medium": 2, "high": 3}
 
 risk_names := ["none", "low", "medium", "high"]
 
-team_key := input.team_id if {
-	teams[input.team_id]
+unknown_cost := 1000000000000
+
+# Computed once, in one body: every intermediate value is a local.
+route(req, r) := outcome(agent, chosen, notes, task) if {
+	team_key := team_key_of(req.team_id, r.teams)
+	team_rule := object.get(r.teams, team_key, {})
+	task := object.get(req, "task", null)
+	task_rule := object.get(r.tasks, task, {})
+
+	# An unknown risk name allows nothing (a typo closes routing rather than opening it).
+	max_risk := least([object.get(risk_levels, name, 0) | some name in [
+		object.get(team_rule, "max_risk", "high"),
+		object.get(task_rule, "max_risk", "high"),
+		confidential_risk(req, r),
+	]])
+	min_quality := object.get(task_rule, "min_quality", 0)
+	ceiling := least_or_null([c |
+		some c in [object.get(req, "cost_ceiling_1t", null), object.get(team_rule, "cost_ceiling_1t", null)]
+		is_number(c)
+	])
+	prefer := object.get(team_rule, "prefer", "cheapest")
+	tokens := req.prompt_tokens + req.completion_tokens
+
+	info := {id: model_info(object.get(r.models, id, r.unknown_model), tokens) | some id in req.models}
+	excluded := {[id, why] |
+		some id in req.models
+		some why in why_not(info[id], task, max_risk, min_quality, ceiling)
+	}
+	excluded_ids := {pair[0] | some pair in excluded}
+	candidates := {id | some id in req.models; "model" in req.kinds; not id in excluded_ids}
+
+	agent := agent_target(req, team_rule, task)
+	chosen := best([[id, k[0], k[1]] | some id in candidates; k := order_key(info[id], prefer)])
+	notes := (({
+		concat(":", ["team_rule", team_key]),
+		concat(":", ["max_risk", risk_names[max_risk]]),
+		concat(":", ["prefer", prefer]),
+	} | task_note(task)) | ((quality_note(min_quality) | ceiling_note(ceiling)) | confidential_note(req))) | {concat(":", ["excluded", pair[0], pair[1]]) | some pair in excluded}
+}
+
+team_key_of(team, teams) := team if {
+	teams[team]
 } else := "*"
 
-team_rule := object.get(teams, team_key, {})
-
-task := object.get(input, "task", null)
-
-task_rule := object.get(tasks, task, {})
-
-confidential_risk := confidential_max_risk if {
-	input.confidential == true
+confidential_risk(req, r) := r.confidential_max_risk if {
+	req.confidential == true
 } else := "high"
 
-# An unknown risk name allows nothing (a typo closes routing rather than opening it).
-max_risk := least([object.get(risk_levels, r, 0) | some r in [
-	object.get(team_rule, "max_risk", "high"),
-	object.get(task_rule, "max_risk", "high"),
-	confidential_risk,
-]])
+model_info(p, tokens) := {"cost": model_cost(p, tokens), "quality": p.quality, "risk": object.get(risk_levels, p.risk, 4), "tasks": p.tasks}
 
-min_quality := object.get(task_rule, "min_quality", 0)
+model_cost(p, tokens) := (p.cost_per_1k_tokens_1t * tokens) / 1000 if {
+	is_number(p.cost_per_1k_tokens_1t)
+} else := null
 
-ceilings := [c |
-	some c in [object.get(input, "cost_ceiling_1t", null), object.get(team_rule, "cost_ceiling_1t", null)]
-	is_number(c)
-]
+# Why a model does not fit (an empty set: it does).
+why_not(m, task, max_risk, min_quality, ceiling) := ((risk_why(m, max_risk) | task_why(m, task)) | quality_why(m, min_quality)) | cost_why(m, ceiling)
 
-ceiling := least(ceilings)
+risk_why(m, max_risk) := {"risk"} if {
+	m.risk > max_risk
+} else := set()
 
-prefer := object.get(team_rule, "prefer", "cheapest")
-
-profile(id) := p if {
-	p := models[id]
-} else := unknown_model
-
-estimated_cost(id) := c if {
-	rate := profile(id).cost_per_1k_tokens_1t
-	is_number(rate)
-	c := (rate * (input.prompt_tokens + input.completion_tokens)) / 1000
-}
-
-# [model, why] for every allowlisted model that does not fit.
-excluded contains [id, "risk"] if {
-	some id in input.models
-	object.get(risk_levels, profile(id).risk, 4) > max_risk
-}
-
-excluded contains [id, "task"] if {
-	some id in input.models
+task_why(m, task) := {"task"} if {
 	task != null
-	served := profile(id).tasks
-	count(served) > 0
-	not task in served
-}
+	count(m.tasks) > 0
+	not task in m.tasks
+} else := set()
 
-excluded contains [id, "quality"] if {
-	some id in input.models
-	profile(id).quality < min_quality
-}
+quality_why(m, min_quality) := {"quality"} if {
+	m.quality < min_quality
+} else := set()
 
-excluded contains [id, "cost_unknown"] if {
-	some id in input.models
-	count(ceilings) > 0
-	not estimated_cost(id)
-}
+cost_why(m, ceiling) := {"cost_unknown"} if {
+	ceiling != null
+	m.cost == null
+} else := {"cost"} if {
+	ceiling != null
+	m.cost > ceiling
+} else := set()
 
-excluded contains [id, "cost"] if {
-	some id in input.models
-	estimated_cost(id) > ceiling
-}
+# The best candidate: the smallest [first key, second key], then the smallest id. Entries are
+# [id, first, second] (rego-cpp cannot index an object argument from inside a comprehension).
+best(entries) := id if {
+	count(entries) > 0
+	first := least([e[1] | some e in entries])
+	tied := [e | some e in entries; e[1] == first]
+	second := least([e[2] | some e in tied])
+	id := sort([e[0] | some e in tied; e[2] == second])[0]
+} else := null
 
-excluded_ids := {pair[0] | some pair in excluded}
-
-candidates := {id | some id in input.models; "model" in input.kinds; not id in excluded_ids}
-
-cost_rank(id) := c if {
-	c := estimated_cost(id)
-} else := 1000000000000
-
-quality(id) := profile(id).quality
-
-better(a, b) if {
+order_key(m, prefer) := [0 - m.quality, known_cost(m.cost)] if {
 	prefer == "quality"
-	quality(a) > quality(b)
-}
+} else := [known_cost(m.cost), 0 - m.quality]
 
-better(a, b) if {
-	prefer == "quality"
-	quality(a) == quality(b)
-	cost_rank(a) < cost_rank(b)
-}
-
-better(a, b) if {
-	prefer != "quality"
-	cost_rank(a) < cost_rank(b)
-}
-
-better(a, b) if {
-	prefer != "quality"
-	cost_rank(a) == cost_rank(b)
-	quality(a) > quality(b)
-}
-
-better(a, b) if {
-	quality(a) == quality(b)
-	cost_rank(a) == cost_rank(b)
-	a < b
-}
-
-beaten contains b if {
-	some a in candidates
-	some b in candidates
-	better(a, b)
-}
-
-chosen_model := m if {
-	some m in candidates
-	not m in beaten
-}
+known_cost(c) := c if {
+	is_number(c)
+} else := unknown_cost
 
 # A task label the team hands to one of its registered agents.
-agent_route := id if {
-	"agent" in input.kinds
+agent_target(req, team_rule, task) := id if {
+	"agent" in req.kinds
 	task != null
 	id := object.get(object.get(team_rule, "agents", {}), task, null)
-	id in input.agents
-}
+	id in req.agents
+} else := null
 
-notes contains concat(":", ["team_rule", team_key])
+task_note(task) := {concat(":", ["task", task])} if {
+	task != null
+} else := set()
 
-notes contains concat(":", ["task", task]) if task != null
+quality_note(q) := {sprintf("min_quality:%v", [q])} if {
+	q > 0
+} else := set()
 
-notes contains concat(":", ["max_risk", risk_names[max_risk]])
+ceiling_note(c) := {sprintf("cost_ceiling_1t:%v", [c])} if {
+	c != null
+} else := set()
 
-notes contains sprintf("min_quality:%v", [min_quality]) if min_quality > 0
+confidential_note(req) := {"confidential"} if {
+	req.confidential == true
+} else := set()
 
-notes contains sprintf("cost_ceiling_1t:%v", [ceiling]) if count(ceilings) > 0
-
-notes contains "confidential" if input.confidential == true
-
-notes contains concat(":", ["prefer", prefer])
-
-notes contains concat(":", ["excluded", pair[0], pair[1]]) if {
-	some pair in excluded
-}
-
-decision := {"target": {"kind": "agent", "id": id}, "reasons": array.concat(sorted(notes), [concat(":", ["agent_route", task])])} if {
-	id := agent_route
-} else := {"target": {"kind": "model", "id": id}, "reasons": array.concat(sorted(notes), [concat(":", ["chose", id])])} if {
-	id := chosen_model
+outcome(agent, chosen, notes, task) := {"target": {"kind": "agent", "id": agent}, "reasons": array.concat(sorted(notes), [concat(":", ["agent_route", task])])} if {
+	agent != null
+} else := {"target": {"kind": "model", "id": chosen}, "reasons": array.concat(sorted(notes), [concat(":", ["chose", chosen])])} if {
+	chosen != null
 } else := {"target": null, "reasons": array.concat(sorted(notes), ["no_target_fits"])}
 
 # A sorted array of a set's members (rego-cpp's sort of a set returns a set).
@@ -211,3 +194,7 @@ least(xs) := m if {
 		m <= x
 	}
 }
+
+least_or_null(xs) := least(xs) if {
+	count(xs) > 0
+} else := null

@@ -7,19 +7,30 @@ import rego.v1
 
 import data.toolproxy.router
 
-# The request of agent a1 of team t1; keys of `o` replace the defaults.
-route(o) := d if {
-	d := router.decision with input.team_id as object.get(o, "team_id", "t1")
-		with input.agent_id as "a1"
-		with input.task as object.get(o, "task", null)
-		with input.prompt_tokens as object.get(o, "prompt_tokens", 100)
-		with input.completion_tokens as object.get(o, "completion_tokens", 500)
-		with input.cost_ceiling_1t as object.get(o, "cost_ceiling_1t", null)
-		with input.confidential as object.get(o, "confidential", false)
-		with input.kinds as object.get(o, "kinds", ["model", "agent"])
-		with input.models as object.get(o, "models", ["small", "medium", "large"])
-		with input.agents as object.get(o, "agents", [])
+# The request of agent a1 of team t1; keys of `o` replace the defaults. The rules are a
+# function of the request and the data: no `with` needed (see router.rego).
+req(o) := {
+	"team_id": object.get(o, "team_id", "t1"),
+	"agent_id": "a1",
+	"task": object.get(o, "task", null),
+	"prompt_tokens": object.get(o, "prompt_tokens", 100),
+	"completion_tokens": object.get(o, "completion_tokens", 500),
+	"cost_ceiling_1t": object.get(o, "cost_ceiling_1t", null),
+	"confidential": object.get(o, "confidential", false),
+	"kinds": object.get(o, "kinds", ["model", "agent"]),
+	"models": object.get(o, "models", ["small", "medium", "large"]),
+	"agents": object.get(o, "agents", []),
 }
+
+route(o) := router.route(req(o), router.rules)
+
+# The shipped data with other team rules.
+with_teams(t) := {
+	"models": router.models, "unknown_model": router.unknown_model, "teams": t,
+	"tasks": router.tasks, "confidential_max_risk": router.confidential_max_risk,
+}
+
+route_teams(o, t) := router.route(req(o), with_teams(t))
 
 model(d) := d.target.id if d.target.kind == "model"
 
@@ -81,36 +92,36 @@ research := {
 }
 
 test_a_team_rule_replaces_the_default if {
-	d := route({"team_id": "t_research"}) with data.toolproxy.router.teams as research
+	d := route_teams({"team_id": "t_research"}, research)
 	model(d) == "large"
 	"team_rule:t_research" in d.reasons
 	"prefer:quality" in d.reasons
-	other := route({"team_id": "t_other"}) with data.toolproxy.router.teams as research
+	other := route_teams({"team_id": "t_other"}, research)
 	model(other) == "small"
 }
 
 test_the_team_ceiling_applies_with_the_request_one if {
 	# large: 600 tokens cost 0.012, under the team's 0.05 but not under the request's 0.01
-	d := route({"team_id": "t_research", "cost_ceiling_1t": 0.01}) with data.toolproxy.router.teams as research
+	d := route_teams({"team_id": "t_research", "cost_ceiling_1t": 0.01}, research)
 	model(d) == "medium"
 	"cost_ceiling_1t:0.01" in d.reasons
 }
 
 test_a_task_label_routes_to_the_teams_registered_agent if {
-	d := route({"team_id": "t_research", "task": "triage", "agents": ["triager"]}) with data.toolproxy.router.teams as research
+	d := route_teams({"team_id": "t_research", "task": "triage", "agents": ["triager"]}, research)
 	d.target == {"kind": "agent", "id": "triager"}
 	"agent_route:triage" in d.reasons
 }
 
 test_an_agent_route_needs_the_agent_registered_and_wanted if {
-	unregistered := route({"team_id": "t_research", "task": "triage"}) with data.toolproxy.router.teams as research
+	unregistered := route_teams({"team_id": "t_research", "task": "triage"}, research)
 	unregistered.target.kind == "model"
-	models_only := route({"team_id": "t_research", "task": "triage", "agents": ["triager"], "kinds": ["model"]}) with data.toolproxy.router.teams as research
+	models_only := route_teams({"team_id": "t_research", "task": "triage", "agents": ["triager"], "kinds": ["model"]}, research)
 	models_only.target.kind == "model"
 }
 
 test_an_unknown_risk_name_allows_nothing if {
 	typo := {"*": {"max_risk": "mediun", "cost_ceiling_1t": null, "prefer": "cheapest", "agents": {}}}
-	d := route({}) with data.toolproxy.router.teams as typo
+	d := route_teams({}, typo)
 	d.target == null
 }

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -24,6 +25,7 @@ from pdp.policy_store import active_policies
 log = structlog.get_logger("toolproxy.router")
 
 ENTRYPOINT = "toolproxy/router/decision"
+CACHE_SIZE = 4096  # decisions per revision: the same request is routed the same way
 _PACKAGE_RE = re.compile(r"^package\s+toolproxy\.router\s*$", re.M)
 
 
@@ -70,6 +72,7 @@ class RouterRules:
         self._rego = Interpreter()
         self._rego.strict_built_in_errors = True
         self._task: asyncio.Task[None] | None = None
+        self._cache: OrderedDict[bytes, RouteDecision] = OrderedDict()
 
     @property
     def revision(self) -> str:
@@ -95,6 +98,7 @@ class RouterRules:
         if policies is None or not has_router_rules(policies):
             if self._loaded is None or self._loaded.revision != "shipped":
                 self._loaded = Loaded(self._compile(load_policy_dir()), "shipped")
+                self._cache.clear()
                 log.info("router_rules_loaded", revision="shipped", active=active)
             return
         try:
@@ -103,6 +107,7 @@ class RouterRules:
             log.error("router_rules_rejected", revision=active, error=str(exc)[:500])
             return
         self._loaded = Loaded(bundle, policies.revision)
+        self._cache.clear()
         log.info("router_rules_loaded", revision=policies.revision)
 
     @staticmethod
@@ -118,10 +123,23 @@ class RouterRules:
                 log.warning("router_rules_refresh_failed", error=str(exc) or type(exc).__name__)
 
     def decide(self, doc: dict[str, Any]) -> tuple[RouteDecision, str]:
-        """(the decision, the revision that made it)."""
+        """(the decision, the revision that made it); an identical request is answered from
+        the revision's cache."""
         loaded = self._loaded
         if loaded is None:
             raise RulesError("no routing rules are loaded")
+        key = orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
+        cached = self._cache.get(key)
+        if cached is not None:
+            self._cache.move_to_end(key)
+            return cached, loaded.revision
+        decision = self._evaluate(loaded, doc)
+        self._cache[key] = decision
+        if len(self._cache) > CACHE_SIZE:
+            self._cache.popitem(last=False)
+        return decision, loaded.revision
+
+    def _evaluate(self, loaded: Loaded, doc: dict[str, Any]) -> RouteDecision:
         try:
             self._rego.set_input(Input(doc))
             out = self._rego.query_bundle_entrypoint(loaded.bundle, ENTRYPOINT)
@@ -132,6 +150,6 @@ class RouterRules:
             raise RulesError("the routing rules gave no decision")
         try:
             expressions = orjson.loads(text).get("expressions") or []
-            return RouteDecision.model_validate(expressions[0]), loaded.revision
+            return RouteDecision.model_validate(expressions[0])
         except (orjson.JSONDecodeError, AttributeError, IndexError, ValidationError) as exc:
             raise RulesError("the routing rules' decision is malformed") from exc
