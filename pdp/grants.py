@@ -1,8 +1,10 @@
-"""Capability grants in Postgres; the per-replica cache of grants and overrides (LISTEN/NOTIFY)."""
+"""Capability grants in Postgres; the per-replica cache of grants, overrides, quotas and team
+rules (LISTEN/NOTIFY)."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import contextlib
 import re
 import time
@@ -19,6 +21,8 @@ from pdp.listener import Listener
 from pdp.overrides import COLUMNS as OVERRIDE_COLUMNS
 from pdp.overrides import Override, override_from_row
 from pdp.quotas import QUOTA_COLUMNS, Quota, quota_from_row
+from pdp.team_rules import COLUMNS as TEAM_RULE_COLUMNS
+from pdp.team_rules import TeamRule, team_rule_from_row
 
 log = structlog.get_logger("toolproxy.grants")
 
@@ -132,9 +136,9 @@ class GrantRepository:
 
 
 class GrantCache:
-    """A team's access data in memory — grants, overrides and quotas; a NOTIFY (fired by any of
-    those tables) reloads the team it names, a lost listener reloads everything. `ready` is
-    False until the first full load: the PDP fails closed until then."""
+    """A team's access data in memory — grants, overrides, quotas and team rules; a NOTIFY (fired
+    by any of those tables) reloads the team it names, a lost listener reloads everything.
+    `ready` is False until the first full load: the PDP fails closed until then."""
 
     def __init__(self, pool: asyncpg.Pool, listener: Listener, *, full_reload_s: float = 30.0) -> None:
         self._pool = pool
@@ -143,9 +147,14 @@ class GrantCache:
         self._by_team: dict[str, list[Grant]] = {}
         self._overrides: dict[str, list[Override]] = {}
         self._quotas: dict[str, list[Quota]] = {}
+        self._team_rules: dict[str, list[TeamRule]] = {}
         self._task: asyncio.Task[None] | None = None
         self.ready = False
         self.version = 0  # bumps on every change: lets callers cache derived data safely
+        # Reads are numbered when they begin; what is applied per team is the latest begun.
+        self._reads = itertools.count()
+        self._applied: dict[str, int] = {}
+        self._all_applied = -1
         self._changed = asyncio.Event()
 
     async def start(self) -> None:
@@ -175,6 +184,12 @@ class GrantCache:
             if o.agent_id == agent_id and o.tool == tool and o.active(now)
         ]
 
+    def team_rules(self, team_id: str, tool: str) -> list[dict[str, object]]:
+        """The rules of the subject's own team for this tool: no other team's rule can apply."""
+        now = time.time()
+        return [r.policy_view() for r in self._team_rules.get(team_id, ())
+                if r.tool == tool and r.active(now)]
+
     def quota(self, team_id: str, agent_id: str | None) -> Quota | None:
         for q in self._quotas.get(team_id, ()):
             if q.agent_id == agent_id:
@@ -182,10 +197,12 @@ class GrantCache:
         return None
 
     async def reload_all(self) -> None:
+        seq = next(self._reads)
         async with self._pool.acquire() as conn, conn.transaction(readonly=True):
             grant_rows = await conn.fetch(f"SELECT {_COLUMNS} FROM grants")
             override_rows = await conn.fetch(f"SELECT {OVERRIDE_COLUMNS} FROM overrides")
             quota_rows = await conn.fetch(f"SELECT {QUOTA_COLUMNS} FROM quotas")
+            rule_rows = await conn.fetch(f"SELECT {TEAM_RULE_COLUMNS} FROM team_rules")
         by_team: dict[str, list[Grant]] = {}
         for r in grant_rows:
             g = _row(r)
@@ -198,20 +215,43 @@ class GrantCache:
         for r in quota_rows:
             q = quota_from_row(r)
             quotas.setdefault(q.team_id, []).append(q)
+        rules: dict[str, list[TeamRule]] = {}
+        for r in rule_rows:
+            t = team_rule_from_row(r)
+            rules.setdefault(t.team_id, []).append(t)
+        # A team reloaded (by a notification) after this read began keeps what it read then:
+        # reads may finish in any order, and an older one must never undo a newer one.
+        newer = {team for team, applied in self._applied.items() if applied > seq}
+        for team in newer:
+            for new, old in ((by_team, self._by_team), (overrides, self._overrides),
+                             (quotas, self._quotas), (rules, self._team_rules)):
+                new.pop(team, None)
+                if team in old:
+                    new[team] = old[team]  # type: ignore[index]
         self._by_team, self._overrides, self._quotas = by_team, overrides, quotas
+        self._team_rules = rules
+        self._applied = {team: applied for team, applied in self._applied.items() if team in newer}
+        self._all_applied = seq
         self.ready = True
         self.version += 1
 
     async def reload_team(self, team_id: str) -> None:
+        seq = next(self._reads)
         async with self._pool.acquire() as conn, conn.transaction(readonly=True):
             grant_rows = await conn.fetch(f"SELECT {_COLUMNS} FROM grants WHERE team_id = $1", team_id)
             override_rows = await conn.fetch(
                 f"SELECT {OVERRIDE_COLUMNS} FROM overrides WHERE team_id = $1", team_id
             )
             quota_rows = await conn.fetch(f"SELECT {QUOTA_COLUMNS} FROM quotas WHERE team_id = $1", team_id)
+            rule_rows = await conn.fetch(
+                f"SELECT {TEAM_RULE_COLUMNS} FROM team_rules WHERE team_id = $1", team_id)
+        if seq < max(self._applied.get(team_id, -1), self._all_applied):
+            return  # a read that began later has already been applied: this one is stale
         _replace(self._by_team, team_id, [_row(r) for r in grant_rows])
         _replace(self._overrides, team_id, [override_from_row(r) for r in override_rows])
         _replace(self._quotas, team_id, [quota_from_row(r) for r in quota_rows])
+        _replace(self._team_rules, team_id, [team_rule_from_row(r) for r in rule_rows])
+        self._applied[team_id] = seq
         self.version += 1
 
     def _on_notify(self, team_id: str) -> None:

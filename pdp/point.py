@@ -83,6 +83,7 @@ class PolicyDecisionPoint:
                 context=context,
                 grants=self.grants.capabilities(team_id, agent_id),
                 overrides=self.grants.overrides(team_id, agent_id, tool["tool_id"]),
+                team_rules=self.grants.team_rules(team_id, tool["tool_id"]),
                 approval=approval,
                 phase=phase,
             )

@@ -21,6 +21,7 @@ from pdp.point import PolicyDecisionPoint
 from pdp.policy_set import PolicySet, load_policy_dir
 from pdp.policy_store import PolicyWatcher, active_policies
 from pdp.quotas import Quota, QuotaRepository
+from pdp.team_rules import TeamRuleRepository
 from proxy import appkeys as k
 from proxy import tracing
 from proxy.approval_flow import ApprovalFlow
@@ -36,6 +37,7 @@ from proxy.metrics import Metrics
 from proxy.middlewares.auth import authenticate
 from proxy.middlewares.errors import errors
 from proxy.middlewares.http_metrics import http_metrics
+from proxy.middlewares.inputs import refuse_nul
 from proxy.middlewares.request_context import request_context
 from proxy.middlewares.tracing import trace_request
 from proxy.event_hub import EventHub
@@ -54,6 +56,7 @@ from proxy.routes import (
     admin_governance,
     admin_grants,
     admin_quotas,
+    admin_team_rules,
     approvals,
     calls,
     events,
@@ -65,6 +68,9 @@ from proxy.routes import (
     usage,
 )
 from proxy.tokens import TokenVerifier
+from proxy.turns import routes as turn_routes
+from proxy.turns.runtime import TurnRuntime
+from proxy.turns.upstream import ModelClient
 
 log = structlog.get_logger("toolproxy.app")
 
@@ -137,6 +143,7 @@ async def _pdp(app: web.Application) -> AsyncIterator[None]:
     app[k.GRANTS] = grants
     app[k.GRANT_REPO] = GrantRepository(pool)
     app[k.OVERRIDE_REPO] = OverrideRepository(pool)
+    app[k.TEAM_RULE_REPO] = TeamRuleRepository(pool)
     app[k.PDP] = pdp
     yield
     if watcher is not None:
@@ -237,9 +244,21 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
     await inflight.close()
 
 
+async def _turns(app: web.Application) -> AsyncIterator[None]:
+    s = app[k.SETTINGS]
+    model = ModelClient(s) if s.model_base_url and s.model_name else None
+    runtime = TurnRuntime(app, settings=s, pipeline=app[k.PIPELINE], flow=app[k.APPROVAL_FLOW],
+                          journal=app[k.JOURNAL], model=model)
+    runtime.start_sweeper()
+    app[k.TURNS] = runtime
+    yield
+    await runtime.close()
+
+
 def create_app(settings: Settings) -> web.Application:
-    # Order, outermost first: (tracing) -> request context -> metrics -> errors -> authentication.
-    middlewares = [request_context, http_metrics, errors, authenticate]
+    # Order, outermost first: (tracing) -> request context -> metrics -> errors -> NUL in the
+    # target -> authentication.
+    middlewares = [request_context, http_metrics, errors, refuse_nul, authenticate]
     if tracing.setup():
         middlewares.insert(0, trace_request)
     app = web.Application(middlewares=middlewares, client_max_size=settings.max_body_bytes)
@@ -247,10 +266,11 @@ def create_app(settings: Settings) -> web.Application:
     app[k.METRICS] = Metrics()
     app[k.VERIFIER] = TokenVerifier(settings)
     # Created in order, released in reverse.
-    app.cleanup_ctx.extend([_postgres, _nats, _pdp, _catalog, _journal, _limits, _pipeline])
+    app.cleanup_ctx.extend([_postgres, _nats, _pdp, _catalog, _journal, _limits, _pipeline, _turns])
     if tracing.enabled():
         app.on_cleanup.append(lambda _: asyncio.to_thread(tracing.shutdown))
-    for module in (tools, usage, admin_grants, admin_governance, admin_quotas, approvals, calls,
-                   runs, events, mcp, openai_tools, plugin_routes, agent_routes, probes):
+    for module in (tools, usage, admin_grants, admin_governance, admin_quotas, admin_team_rules,
+                   approvals, calls, runs, events, mcp, openai_tools, plugin_routes, agent_routes,
+                   probes, turn_routes):
         app.router.add_routes(module.routes)
     return app

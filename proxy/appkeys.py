@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import asyncpg
 from aiohttp import web
 from nats.aio.client import Client as NATS
@@ -11,6 +13,7 @@ from pdp.listener import Listener
 from pdp.overrides import OverrideRepository
 from pdp.point import PolicyDecisionPoint
 from pdp.quotas import QuotaRepository
+from pdp.team_rules import TeamRuleRepository
 from proxy.approval_flow import ApprovalFlow
 from proxy.bus import Reconnects
 from proxy.catalog import Catalog
@@ -26,6 +29,9 @@ from proxy.tokens import TokenVerifier
 from proxy.journal import Journal
 from proxy.limits.limiter import Limiter
 
+if TYPE_CHECKING:  # the runtime imports route modules that import this one
+    from proxy.turns.runtime import TurnRuntime
+
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)
 VERIFIER = web.AppKey("verifier", TokenVerifier)
@@ -38,6 +44,7 @@ GRANT_REPO = web.AppKey("grant_repo", GrantRepository)
 PDP = web.AppKey("pdp", PolicyDecisionPoint)
 CATALOG = web.AppKey("catalog", Catalog)
 OVERRIDE_REPO = web.AppKey("override_repo", OverrideRepository)
+TEAM_RULE_REPO = web.AppKey("team_rule_repo", TeamRuleRepository)
 JOURNAL = web.AppKey("journal", Journal)
 LIMITER = web.AppKey("limiter", Limiter)
 QUOTA_REPO = web.AppKey("quota_repo", QuotaRepository)
@@ -47,6 +54,7 @@ EVENT_HUB = web.AppKey("event_hub", EventHub)
 PLUGIN_DIRECTORY = web.AppKey("plugin_directory", PluginDirectory)
 PLUGIN_REGISTRY = web.AppKey("plugin_registry", PluginRegistry)
 PLUGIN_RELAY = web.AppKey("plugin_relay", InternalRelay)
+TURNS: web.AppKey[TurnRuntime] = web.AppKey("turns")
 
 IDENTITY = web.RequestKey("identity", Identity)  # set by the authentication middleware
 

@@ -59,12 +59,28 @@ class Settings(BaseSettings):
     max_artifact_bytes: int = Field(default=4 << 20, ge=1024)  # a reply larger is refused
     idempotency_ttl_s: int = Field(default=24 * 3600, ge=1, le=30 * 24 * 3600)
     events_retention_days: float = Field(default=7.0, gt=0, le=3650)
+    # An SSE stream (GET /v1/events/stream) ends after this long; the client reconnects with
+    # Last-Event-ID (below a load balancer's own connection age, where there is one).
+    events_stream_max_s: float = Field(default=3600.0, gt=0, le=86_400)
     # A call still running after this long is put on record as RUNNING (seen by every replica,
     # resolved if its replica dies); a shorter one is recorded once, when it ends. 0: at once.
     start_note_after_ms: float = Field(default=250.0, ge=0, le=60_000)
     # A replica silent this long is gone: its RUNNING calls past their deadline are resolved.
     lost_after_s: float = Field(default=10.0, ge=1)
     housekeeping_every_s: float = Field(default=5.0, gt=0)
+
+    # Turns (proxy/turns): the agent runtime above the gateway. A turn makes at most
+    # turn_max_calls tool calls; POST /v1/turns and resume answer once the turn rests (held,
+    # finished) or after turn_wait_s, whichever comes first (the turn goes on either way).
+    turn_max_calls: int = Field(default=16, ge=1, le=256)
+    turn_wait_s: float = Field(default=30.0, ge=0, le=600)
+    # The model agent's OpenAI-compatible chat-completions endpoint (e.g. http://host/v1).
+    model_base_url: str | None = Field(default=None, max_length=2048, pattern=r"^https?://[^\s]+$")
+    model_name: str | None = Field(default=None, min_length=1, max_length=256)
+    model_api_key: SecretStr | None = None
+    model_stream: bool = False  # ask for server-sent events instead of one JSON answer
+    model_timeout_s: float = Field(default=60.0, gt=0, le=600)
+    model_max_retries: int = Field(default=1, ge=0, le=5)
 
     # Benchmarks only ("limits", "journal"): switches parts of the pipeline off to measure what
     # they cost. With "journal" off nothing is billed or logged; never set it in production.
@@ -97,6 +113,7 @@ class Settings(BaseSettings):
         """For the startup log: secrets and URL passwords never printed."""
         data = self.model_dump(mode="json")
         data["jwt_secret"] = "***" if self.jwt_secret else None
+        data["model_api_key"] = "***" if self.model_api_key else None
         if self.database_url is not None:
             data["database_url"] = _strip_password(self.database_url.get_secret_value())
         return data

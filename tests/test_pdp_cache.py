@@ -17,6 +17,9 @@ class _Grants:
     def overrides(self, team_id: str, agent_id: str, tool: str) -> list[dict]:
         return []
 
+    def team_rules(self, team_id: str, tool: str) -> list[dict]:
+        return []
+
 
 MATH = {"tool_id": "math", "category": "A", "action": "read", "timeout_ms": 2000}
 GREENFOOD = {"tool_id": "greenfood.order", "category": "D", "action": "write", "timeout_ms": 5000,

@@ -7,46 +7,41 @@ from typing import Any
 
 import orjson
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from proxy.appkeys import JOURNAL, PIPELINE, identity_of
+from proxy.appkeys import JOURNAL, PIPELINE, POOL, identity_of
 from proxy.body import read_model
 from proxy.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from proxy.events import event
 from proxy.identity import ID_PATTERN, Identity
+from proxy.params import path_id
 from proxy.routes.tools import json_response
+from proxy.strict import Amount, Count, StrictModel
 from proxy.run_budget import BudgetUnavailable, RunBudgets
 from proxy.runs import RunExists, RunRepository
+from proxy.turns.store import model_tokens
 
 routes = web.RouteTableDef()
 
 MAX_PLAN_BYTES = 16_384
 
 
-class Budget(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    max_calls: int | None = Field(default=None, ge=0)
-    max_tokens: int | None = Field(default=None, ge=0)
-    max_cost_1t: float | None = Field(default=None, ge=0)
+class Budget(StrictModel):
+    max_calls: Count | None = None
+    max_tokens: Count | None = None
+    max_cost_1t: Amount | None = None
 
 
-class StartRun(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class StartRun(StrictModel):
     run_id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=64)
     budget: Budget = Field(default_factory=Budget)
 
 
-class Plan(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    plan: Any
+class Plan(StrictModel):
+    plan: Any = Field(description=f"any JSON value, at most {MAX_PLAN_BYTES} bytes")
 
 
-class Complete(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class Complete(StrictModel):
     outcome: str = Field(default="done", max_length=500)
 
 
@@ -74,7 +69,9 @@ async def _with_used(request: web.Request, run: dict[str, Any],
     if calls is None:
         calls = await _repo(request).calls(run["team_id"], run["run_id"])
     executed = [c for c in calls if c["status"] in ("COMPLETED", "FAILED", "CANCELLED")]
-    return {**run, "used": {"calls": len(executed), "tokens": sum(c["tokens_used"] for c in calls),
+    tokens = sum(c["tokens_used"] for c in calls) + await model_tokens(
+        request.app[POOL], run["team_id"], run["run_id"])
+    return {**run, "used": {"calls": len(executed), "tokens": tokens,
                             "cost_1t": sum(c["cost_1t"] for c in calls)}}
 
 
@@ -96,7 +93,7 @@ async def _owned(request: web.Request, identity: Identity, run_id: str) -> dict[
 @routes.post("/v1/runs")
 async def start_run(request: web.Request) -> web.Response:
     identity = identity_of(request)
-    body = await read_model(request, StartRun) if request.body_exists else StartRun()
+    body = await read_model(request, StartRun)  # a body is required: `{}` for the defaults
     run_id = body.run_id or f"run_{uuid.uuid4().hex[:20]}"
     try:
         run = await _repo(request).create(
@@ -118,7 +115,7 @@ async def start_run(request: web.Request) -> web.Response:
 @routes.post("/v1/runs/{run_id}/plan")
 async def plan(request: web.Request) -> web.Response:
     identity = identity_of(request)
-    run_id = request.match_info["run_id"]
+    run_id = path_id(request, "run_id", "no such run")
     await _owned(request, identity, run_id)
     body = await read_model(request, Plan)
     if len(orjson.dumps(body.plan)) > MAX_PLAN_BYTES:
@@ -133,7 +130,7 @@ async def plan(request: web.Request) -> web.Response:
 @routes.post("/v1/runs/{run_id}/complete")
 async def complete(request: web.Request) -> web.Response:
     identity = identity_of(request)
-    run_id = request.match_info["run_id"]
+    run_id = path_id(request, "run_id", "no such run")
     await _owned(request, identity, run_id)
     body = await read_model(request, Complete) if request.body_exists else Complete()
     run = await _repo(request).complete(identity.team_id, run_id, body.outcome)
@@ -152,7 +149,7 @@ async def complete(request: web.Request) -> web.Response:
 @routes.get("/v1/runs/{run_id}")
 async def get_run(request: web.Request) -> web.Response:
     identity = identity_of(request)
-    run_id = request.match_info["run_id"]
+    run_id = path_id(request, "run_id", "no such run")
     repo = _repo(request)
     run = await repo.get(identity.team_id, run_id)
     calls = await repo.calls(identity.team_id, run_id)
