@@ -57,9 +57,11 @@ def input_schema_problem(schema: Any) -> str | None:
         return f"the input schema exceeds {MAX_SCHEMA_BYTES} bytes"
     try:
         Draft202012Validator.check_schema(schema)
+        return _unbounded(schema, "#")
     except SchemaError as exc:
         return f"not a valid JSON Schema: {exc.message[:200]}"
-    return _unbounded(schema, "#")
+    except RecursionError:
+        return "the input schema is nested too deeply"
 
 
 def _unbounded(node: Any, where: str) -> str | None:
