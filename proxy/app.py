@@ -53,6 +53,8 @@ from services.plugins.registry import PluginRegistry
 from proxy.run_budget import RunBudgets
 from proxy.runs import RunRepository
 from proxy.routes import (
+    admin_egress,
+    admin_external_apis,
     admin_governance,
     admin_grants,
     admin_quotas,
@@ -71,6 +73,7 @@ from proxy.tokens import TokenVerifier
 from proxy.turns import routes as turn_routes
 from proxy.turns.runtime import TurnRuntime
 from proxy.turns.upstream import ModelClient
+from services.external_api.secret_box import SecretBox
 
 log = structlog.get_logger("toolproxy.app")
 
@@ -265,12 +268,26 @@ def create_app(settings: Settings) -> web.Application:
     app[k.SETTINGS] = settings
     app[k.METRICS] = Metrics()
     app[k.VERIFIER] = TokenVerifier(settings)
+    app[k.SECRET_BOX] = SecretBox(settings.secrets_key, settings.data_dir)
     # Created in order, released in reverse.
     app.cleanup_ctx.extend([_postgres, _nats, _pdp, _catalog, _journal, _limits, _pipeline, _turns])
     if tracing.enabled():
         app.on_cleanup.append(lambda _: asyncio.to_thread(tracing.shutdown))
     for module in (tools, usage, admin_grants, admin_governance, admin_quotas, admin_team_rules,
-                   approvals, calls, runs, events, mcp, openai_tools, plugin_routes, agent_routes,
-                   probes, turn_routes):
-        app.router.add_routes(module.routes)
+                   admin_egress, admin_external_apis, approvals, calls, runs, events, mcp,
+                   openai_tools, plugin_routes, agent_routes, probes, turn_routes):
+        app.router.add_routes([_lenient_expect(d) for d in module.routes])
     return app
+
+
+async def _expect_continue_only(request: web.Request) -> None:
+    """`Expect: 100-continue` is honoured; any other expectation is ignored (RFC 9110 allows
+    it), instead of aiohttp's plain-text 417 before any middleware could answer in JSON."""
+    if request.version >= (1, 1) and request.headers.get("Expect", "").lower() == "100-continue":
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+
+def _lenient_expect(d: web.AbstractRouteDef) -> web.AbstractRouteDef:
+    if isinstance(d, web.RouteDef):
+        return web.RouteDef(d.method, d.path, d.handler, {**d.kwargs, "expect_handler": _expect_continue_only})
+    return d

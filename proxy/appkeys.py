@@ -28,6 +28,7 @@ from services.plugins.registry import PluginRegistry
 from proxy.tokens import TokenVerifier
 from proxy.journal import Journal
 from proxy.limits.limiter import Limiter
+from services.external_api.secret_box import SecretBox
 
 if TYPE_CHECKING:  # the runtime imports route modules that import this one
     from proxy.turns.runtime import TurnRuntime
@@ -51,6 +52,7 @@ QUOTA_REPO = web.AppKey("quota_repo", QuotaRepository)
 PIPELINE = web.AppKey("pipeline", Pipeline)
 APPROVAL_FLOW = web.AppKey("approval_flow", ApprovalFlow)
 EVENT_HUB = web.AppKey("event_hub", EventHub)
+SECRET_BOX = web.AppKey("secret_box", SecretBox)  # seals external APIs' secrets (key loaded on first use)
 PLUGIN_DIRECTORY = web.AppKey("plugin_directory", PluginDirectory)
 PLUGIN_REGISTRY = web.AppKey("plugin_registry", PluginRegistry)
 PLUGIN_RELAY = web.AppKey("plugin_relay", InternalRelay)

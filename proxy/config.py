@@ -34,6 +34,10 @@ class Settings(BaseSettings):
     jwt_audience: str = "toolproxy"
     jwt_leeway_s: int = Field(default=30, ge=0, le=300)
 
+    # Seals external APIs' secrets at rest (urlsafe base64 of 32 bytes); the services read the
+    # same variable. Unset: a key generated into <data_dir>/secrets/external_apis.key.
+    secrets_key: SecretStr | None = None
+
     pdp: Literal["embedded", "opa"] = "embedded"
     opa_url: str | None = None
     opa_check_every_s: float = Field(default=1.0, gt=0, le=3600)  # is the server still holding our policy?
@@ -114,6 +118,7 @@ class Settings(BaseSettings):
         data = self.model_dump(mode="json")
         data["jwt_secret"] = "***" if self.jwt_secret else None
         data["model_api_key"] = "***" if self.model_api_key else None
+        data["secrets_key"] = "***" if self.secrets_key else None
         if self.database_url is not None:
             data["database_url"] = _strip_password(self.database_url.get_secret_value())
         return data

@@ -26,6 +26,8 @@ from proxy.openapi_schemas import (
 )
 from proxy.params import UUID_PATTERN
 from proxy.plugins.routes import PluginInstall, PluginName, PluginVersion
+from proxy.routes.admin_egress import EgressBody
+from proxy.routes.admin_external_apis import ExternalApiBody, ExternalApiKey
 from proxy.routes.admin_governance import RESULTS, OverrideKey, OverrideRequest, PolicyPush
 from proxy.routes.admin_grants import GrantRequest
 from proxy.routes.admin_quotas import QuotaBody, QuotaKey
@@ -108,6 +110,14 @@ AGENT = obj(["agent_id", "team_id", "description", "input_schema", "created_by",
              "updated_at"],
             {"agent_id": STR, "team_id": STR, "description": STR, "input_schema": {"type": "object"},
              "created_by": STR, "created_at": STR, "updated_at": STR})
+EGRESS: Schema = obj(["team_id", "hosts", "updated_by", "updated_at"], {
+    "team_id": STR, "hosts": array_of(STR), "updated_by": STR, "updated_at": STR})
+EXTERNAL_API: Schema = obj(
+    ["name", "base_url", "methods", "paths", "secret_header", "secret_source", "secret_file"], {
+        "name": STR, "base_url": STR, "methods": array_of(STR), "paths": array_of(STR),
+        "secret_header": STR, "secret_source": {"enum": ["stored", "file"]},
+        "secret_file": {"type": ["string", "null"]}, "created_by": STR, "created_at": STR,
+        "updated_at": STR})
 
 OPERATIONS: list[Op] = [
     Op("post", "/v1/tools/invoke", "tools", "Invoke a tool through the whole pipeline",
@@ -190,6 +200,17 @@ OPERATIONS: list[Op] = [
        {200: listing("quotas", ref("Quota")), **GOVERNANCE}, params=(TEAM,)),
     Op("post", "/v1/admin/quotas/delete", "admin", "Delete a quota (admins)",
        {200: obj(["deleted"], {"deleted": {"const": True}}), **GOVERNANCE, 404: ref("Error")}, QuotaKey),
+    Op("post", "/v1/admin/egress", "admin", "Set a team's browser.full egress allowlist (replaces it)",
+       {200: wrap("egress", EGRESS), **GOVERNANCE}, EgressBody),
+    Op("get", "/v1/admin/egress", "admin", "Egress allowlists",
+       {200: listing("egress", EGRESS), **GOVERNANCE}, params=(TEAM,)),
+    Op("post", "/v1/admin/external-apis", "admin", "Register (or replace) an external API (admins)",
+       {201: wrap("external_api", EXTERNAL_API), **GOVERNANCE}, ExternalApiBody),
+    Op("get", "/v1/admin/external-apis", "admin", "Registered external APIs (never their secrets)",
+       {200: listing("external_apis", EXTERNAL_API), **GOVERNANCE}),
+    Op("post", "/v1/admin/external-apis/delete", "admin", "Remove an external API (admins)",
+       {200: obj(["deleted", "name"], {"deleted": {"const": True}, "name": STR}), **GOVERNANCE,
+        404: ref("Error")}, ExternalApiKey),
     Op("get", "/v1/admin/decisions", "admin", "The decision log",
        {200: listing("decisions", ref("Decision")), **GOVERNANCE},
        params=(TEAM, Param("agent_id", ID_SCHEMA),

@@ -1,6 +1,5 @@
-"""The built-in services: five category-A tools, one real tool in categories B and D, and the
-category C family (data.query, router.route, agent.invoke; llm.chat where an upstream is
-configured)."""
+"""The built-in services: five category-A tools and the tools of categories B, C and D
+(llm.chat where an upstream is configured)."""
 
 from __future__ import annotations
 
@@ -8,9 +7,11 @@ import asyncpg
 
 from services import (
     agents,
+    browser,
     calendar_service,
     data_query_service,
     embeddings_service,
+    external_api,
     greenfood_service,
     llm,
     math_service,
@@ -22,14 +23,19 @@ from services import (
 from services.agents.config import AgentSettings
 from services.agents.registry import AgentRepository
 from services.llm.config import LlmSettings
+from services.netguard.settings import NetOptions
 from services.router.choose import Router
 from services.router.rules import RouterRules
 from services.sdk import Service
 
 
-def builtin_services(pool: asyncpg.Pool, *, llm_settings: LlmSettings | None = None,
+def builtin_services(pool: asyncpg.Pool, net: NetOptions | None = None, *,
+                     llm_settings: LlmSettings | None = None,
                      agent_settings: AgentSettings | None = None) -> list[Service]:
-    """llm.chat is served only with an upstream configured (`llm_settings.configured`)."""
+    """`net`: how the network tools resolve and what they may reach (default: from the
+    environment, the system resolver). llm.chat is served only with an upstream configured
+    (`llm_settings.configured`)."""
+    net = net or NetOptions()
     serve_llm = llm_settings is not None and llm_settings.configured
     chooser = Router(RouterRules(pool), AgentRepository(pool),
                      llm_settings.models if serve_llm and llm_settings is not None else ())
@@ -46,6 +52,8 @@ def builtin_services(pool: asyncpg.Pool, *, llm_settings: LlmSettings | None = N
         task_service.service(pool),
         data_query_service.service(pool),
         greenfood_service.service(pool),
+        browser.service(pool, net),
+        external_api.service(pool, net),
         router.service(chooser),
         agents.service(pool, agent_settings),
         *extra,
@@ -62,6 +70,9 @@ BUILTIN_TOOLS = (
     "task.create",
     "data.query",
     "greenfood.order",
+    "browser.lite",
+    "browser.full",
+    "external_api.call",
     "router.route",
     "agent.invoke",
 )

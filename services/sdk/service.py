@@ -106,6 +106,8 @@ class Service:
     heartbeat_s: float = 2.0
     max_concurrency: int = 256
     instance: str = field(default_factory=lambda: uuid.uuid4().hex)
+    # Resources the tools own (an HTTP session...), released by stop() after the last call.
+    on_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     _nc: NATS | None = field(default=None, init=False)
     _subs: list[Subscription] = field(default_factory=list, init=False)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
@@ -153,6 +155,11 @@ class Service:
         self._subs.clear()
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=5)
+        for close in self.on_stop:
+            try:
+                await close()
+            except Exception as exc:  # one failing release must not skip the goodbye
+                log.warning("release_failed", service=self.name, error=str(exc))
         if nc is not None and nc.is_connected:
             body = p.Goodbye(instance=self.instance).model_dump_json().encode()
             await nc.publish(p.GOODBYE_SUBJECT, body)
