@@ -79,7 +79,8 @@ class ApprovalFlow:
     async def _execute_approved(self, identity: Identity, approval: Approval,
                                 stored: StoredCall, args: dict[str, Any]) -> Outcome:
         call = self._call_for(identity, approval, stored, args)
-        call.approval = {"state": "approved", "args_match": args_digest(args)[0] == approval.args_hash}
+        call.approval = {"state": "approved", "args_match": args_digest(args)[0] == approval.args_hash,
+                         "binding": approval.binding}
         with self.pipeline.bound(call):
             outcome = await self.pipeline.run(call)
         await asyncio.shield(self.approvals.complete(

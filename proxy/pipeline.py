@@ -19,8 +19,10 @@ from pdp.decision import Decision
 from pdp.decision_log import DecisionRecord, decision_record
 from pdp.digest import args_digest
 from pdp.point import PolicyDecisionPoint
+from pdp.standing import StandingApprovals
 from proxy import tracing
 from proxy.accounting import call_record, kept_body, terminal_event, usage_record
+from proxy.binding import approval_meta, prepare_held
 from proxy.call import Call, Ending, Outcome, authorization_required_body, render
 from proxy.calls import CallRecord, result_id_for
 from proxy.catalog import Catalog
@@ -84,6 +86,7 @@ class Pipeline:
         budgets: RunBudgets,
         inflight: InFlight,
         metrics: Metrics,
+        standing: StandingApprovals | None = None,
     ) -> None:
         self.settings = settings
         self.catalog = catalog
@@ -98,6 +101,7 @@ class Pipeline:
         self.budgets = budgets
         self.inflight = inflight
         self.metrics = metrics
+        self.standing = standing
         # Per manifest object (a catalog change replaces the object): the validators and the
         # tool's view in the policy input, built once instead of on every call.
         self._prepared: dict[str, tuple[ToolManifest, SchemaValidator, SchemaValidator,
@@ -257,6 +261,10 @@ class Pipeline:
             if call.parent_call_id is not None:
                 payload["parent_call_id"] = call.parent_call_id
             self._emit(call, "agent.tool.requested", payload=payload)
+        if self.standing is not None and call.approval is None and call.manifest.requires_approval:
+            call.approval = await self.standing.claim(  # a standing approval, counted; else None
+                team_id=call.identity.team_id, agent_id=call.identity.agent_id,
+                tool=call.manifest.tool_id, args=call.args)
         with tracing.span("decide"):
             decision, seconds, doc = await self.pdp.decide(
                 decision_id=call.decision_id,
@@ -298,17 +306,21 @@ class Pipeline:
                 ending = Ending(403, "DENIED", "denied", "the approval does not cover this call",
                                 reasons=decision.reasons)
                 return await self._end(call, decision, ending, record), ending
-            return await self._hold_for_approval(call, decision, record), None
+            return await self._hold_for_approval(call, decision, record)
         return await self._execute(call, decision, record)
 
-    async def _hold_for_approval(self, call: Call, decision: Decision, record: DecisionRecord) -> Outcome:
+    async def _hold_for_approval(self, call: Call, decision: Decision,
+                                 record: DecisionRecord) -> tuple[Outcome, Ending | None]:
+        preview, refused = await prepare_held(self.nc, call, self.metrics)
+        if refused is not None:
+            return await self._end(call, decision, refused, record), refused
         digest, size = args_digest(call.args)
         approval = await self.approvals.request(
             call_id=call.call_id, decision_id=call.decision_id, team_id=call.identity.team_id,
             agent_id=call.identity.agent_id, agent_run_id=call.agent_run_id,
             tool=call.manifest.tool_id, args=call.args, args_hash=digest, args_size=size,
             confidential=call.confidential, reasons=decision.reasons,
-            policy_revision=decision.policy_revision, turn_id=call.turn_id,
+            policy_revision=decision.policy_revision, preview=preview, turn_id=call.turn_id,
         )
         self._emit(call, "agent.authorization.required",
                    refs={"approval_id": approval.approval_id},
@@ -321,7 +333,7 @@ class Pipeline:
         log.info("call_awaiting_approval", approval_id=approval.approval_id)
         return Outcome(202, authorization_required_body(
             call_id=call.call_id, decision_id=call.decision_id, approval_id=approval.approval_id,
-            expires_at=approval.expires_at.isoformat(), reasons=decision.reasons))
+            expires_at=approval.expires_at.isoformat(), reasons=decision.reasons)), None
 
     # --- admission: run budget, rate limits, quotas --------------------------------------
 
@@ -416,6 +428,7 @@ class Pipeline:
         meta = CallMeta(
             call_id=call.call_id, decision_id=call.decision_id, team_id=call.identity.team_id,
             agent_id=call.identity.agent_id, run_id=call.agent_run_id, confidential=call.confidential,
+            **approval_meta(call.approval),
             replica=self.inflight.instance_id if m.plugin else None,
         )
         started = call.forwarded_at = datetime.now(timezone.utc)
@@ -525,6 +538,8 @@ class Pipeline:
         if call.tokens_held is not None:
             self._release_tokens(call, call.tokens_held.tokens if e.executed else 0)
         body = render(call, e)
+        if self.standing is not None and not e.executed:
+            self.standing.refund(call.approval)  # a standing approval's call that never ran
         elapsed = time.perf_counter() - call.t0
         finished = datetime.now(timezone.utc)
         m = call.manifest

@@ -1,5 +1,6 @@
 """The built-in services: five category-A tools and the tools of categories B, C and D
-(llm.chat where an upstream is configured)."""
+(the DAARION platforms; the wallet's chain tools start with them when a chain is configured;
+llm.chat where an upstream is configured)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from services import (
     data_query_service,
     embeddings_service,
     external_api,
-    greenfood_service,
     llm,
     math_service,
     memory_service,
@@ -23,6 +23,7 @@ from services import (
 from services.agents.config import AgentSettings
 from services.agents.registry import AgentRepository
 from services.llm.config import LlmSettings
+from services.platforms import energy, greenfood, water
 from services.netguard.settings import NetOptions
 from services.router.choose import Router
 from services.router.rules import RouterRules
@@ -51,7 +52,9 @@ def builtin_services(pool: asyncpg.Pool, net: NetOptions | None = None, *,
         embeddings_service.service(),
         task_service.service(pool),
         data_query_service.service(pool),
-        greenfood_service.service(pool),
+        greenfood.service(pool),
+        energy.service(pool),
+        water.service(pool),
         browser.service(pool, net),
         external_api.service(pool, net),
         router.service(chooser),
@@ -70,6 +73,9 @@ BUILTIN_TOOLS = (
     "task.create",
     "data.query",
     "greenfood.order",
+    "energy.meter.read",
+    "water.usage.read",
+    "water.valve.set",
     "browser.lite",
     "browser.full",
     "external_api.call",

@@ -12,6 +12,7 @@ from proxy.bus import close as close_nats
 from proxy.db import create_pool
 from services.builtin import builtin_services
 from services.llm.config import LlmSettings
+from services.wallet.service import configured_wallet
 
 log = structlog.get_logger("toolproxy.services")
 
@@ -24,6 +25,9 @@ async def run_services(database_url: str, nats_url: str) -> None:
     services = builtin_services(pool, llm_settings=llm_settings)
     if llm_settings.configured:
         log.info("llm_configured", **llm_settings.redacted())
+    wallet = configured_wallet(pool)  # only with TOOLPROXY_CHAIN_RPC_URL
+    if wallet is not None:
+        services.append(wallet[0])
     for s in services:
         reconnects.add(f"announce:{s.name}", s.announce)
     stop = asyncio.Event()
@@ -39,5 +43,7 @@ async def run_services(database_url: str, nats_url: str) -> None:
         for s in services:
             await s.stop()
         await close_nats(nc)
+        if wallet is not None:
+            await wallet[1].close()
         await pool.close()
         log.info("services_stopped")
