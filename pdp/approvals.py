@@ -221,6 +221,12 @@ class ApprovalRepository:
         )
         return row is not None
 
+    async def unclaim(self, call_id: str) -> None:
+        """executing -> approved again: the claimed run was refused before anything ran."""
+        await self._pool.execute(
+            "UPDATE approvals SET state = 'approved' WHERE call_id = $1 AND state = 'executing'",
+            _uuid(call_id))
+
     async def complete(self, call_id: str, *, status: str, http_status: int,
                        response: dict[str, Any], decision_id: str) -> None:
         """executing -> executed, with the response kept for every later resume."""

@@ -23,7 +23,14 @@ from pdp.standing import StandingApprovals
 from proxy import tracing
 from proxy.accounting import call_record, kept_body, terminal_event, usage_record
 from proxy.binding import approval_meta, prepare_held
-from proxy.call import Call, Ending, Outcome, authorization_required_body, render
+from proxy.call import (
+    Call,
+    Ending,
+    Outcome,
+    authorization_required_body,
+    render,
+    tool_error_status,
+)
 from proxy.calls import CallRecord, result_id_for
 from proxy.catalog import Catalog
 from proxy.config import Settings
@@ -40,7 +47,7 @@ from proxy.errors import (
     ToolUnavailable,
     UnknownTool,
 )
-from proxy.events import event
+from proxy.events import event, tool_events
 from proxy.forward import BadToolReply, CallMeta, cancel, forward
 from proxy.idempotency import IdempotencyStore, intent_hash
 from proxy.identity import Identity
@@ -254,6 +261,10 @@ class Pipeline:
 
     async def run(self, call: Call) -> Outcome:
         return (await self._run(call))[0]
+
+    async def run_ending(self, call: Call) -> tuple[Outcome, Ending | None]:
+        """The outcome and how the call ended (None while it is held for an approval)."""
+        return await self._run(call)
 
     async def _run(self, call: Call) -> tuple[Outcome, Ending | None]:
         if not call.resumed:
@@ -501,6 +512,7 @@ class Pipeline:
                     e.http_status = 504
             else:
                 e.code, e.message, e.tool_code = "tool_error", reply.error.message, reply.error.code
+                e.http_status = tool_error_status(reply.error.code)
             return e
         problem = schema_problem(self._prepare(m)[2], reply.output)
         if problem is not None:
@@ -519,6 +531,13 @@ class Pipeline:
                                     max_inline_bytes=self.settings.max_output_bytes)
         e.status, e.code, e.output = "COMPLETED", None, shaped.output
         e.diagnostics.extend(shaped.diagnostics)
+        # Domain events the tool reported (template.updated...): written with the call's own
+        # events, in the same journal entry, only because it completed.
+        events, notes = tool_events(call.identity.team_id, m.tool_id, reply.observations,
+                                    run_id=call.agent_run_id, call_id=call.call_id,
+                                    confidential=call.confidential)
+        call.events.extend(events)
+        e.diagnostics.extend(notes)
         if shaped.artifact is not None:
             e.refs["artifacts"] = [shaped.artifact, *e.refs["artifacts"]]
         return e
@@ -549,9 +568,13 @@ class Pipeline:
         self.metrics.request_duration.labels(tool=m.tool_id, category=m.category,
                                              status=e.status).observe(elapsed)
         call.events.append(terminal_event(call, e, elapsed))
-        usage = usage_record(call, decision, e, elapsed, finished)
+        # An approved call refused for now on its resume (429, 503: nothing ran) is not over:
+        # its approval still stands, so it gets no ending row and no usage row yet — only its
+        # decision and events. Its one usage row comes when it really ends.
+        over = not (call.resumed and e.transient)
+        usage = usage_record(call, decision, e, elapsed, finished) if over else None
         row = call_record(call, e, body, owner=self.inflight.instance_id, elapsed_s=elapsed,
-                          finished=finished)
+                          finished=finished) if over else None
         # Shielded: a cancelled request (shutdown) still leaves its records behind.
         if self._journal_on:
             with tracing.span("record"):

@@ -269,6 +269,7 @@ async def test_refusals_before_anything_is_sent(client, token, team, agents, nat
         for args, code in cases:
             status, body = await invoke(client, tok, "agent.invoke", args)
             assert tool_code(body) == code, (args, body)
+            assert status == (404 if code == "not_found" else 400)  # proxy/call.py TOOL_ERROR_HTTP
         for args in ({"agent_id": "a.b", "input": {}}, {"agent_id": "x", "input": {"t": "\u0000"}},
                      {"agent_id": "x", "input": {"n": 2**70}}, {"agent_id": "x"}):
             status, body = await invoke(client, tok, "agent.invoke", args)
