@@ -21,7 +21,7 @@ from services.sdk.manifest import ToolManifest
 # every other tool error answers 200.
 TOOL_ERROR_HTTP = {
     "invalid_args": 400, "invalid": 400, "invalid_path": 400, "invalid_content": 400,
-    "invalid_input": 400, "invalid_invocation": 400,  # agent.invoke: the callee's schema, a chain
+    "invalid_input": 400, "invalid_invocation": 400, "invocation_required": 400,  # agent.invoke: the callee's schema, a chain
     "not_found": 404,
     "version_conflict": 409, "conflict": 409,
     "file_too_large": 413, "document_too_large": 413,

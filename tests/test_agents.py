@@ -358,3 +358,16 @@ async def test_the_agents_command(client, team, tmp_path) -> None:
     assert code == 0 and f"removed agent {agent_id}" in out, err
     code, out, _ = await cli("agents", "list", "--team", team, "--url", url)
     assert out.strip() == "no agents registered"
+
+
+async def test_an_agent_inside_an_invocation_cannot_start_a_fresh_chain(client, token, team, agents) -> None:
+    """Dropping its invocation_id would reset depth and cycle checks: refused while it serves."""
+    tok = await invoker(client, token, team)
+    status, body = await invoke(client, tok, "agent.invoke", {"agent_id": agents.id("actor"), "input": {
+        "tool": "agent.invoke", "args": {"agent_id": agents.id("echo"), "input": {}}}})
+    assert status == 200, body
+    assert body["output"]["output"]["tool_code"] == "invocation_required", body
+    # Outside any invocation the same agent may start one.
+    actor = token(agent=agents.id("actor"), team=team)
+    status, body = await invoke(client, actor, "agent.invoke", {"agent_id": agents.id("echo"), "input": {}})
+    assert status == 200 and body["output"]["depth"] == 1, body

@@ -81,6 +81,10 @@ def service(pool: asyncpg.Pool, settings: AgentSettings | None = None) -> Resour
             chain = [*parent.chain, ctx.agent_id]
             run_id = run_id or parent.run_id
             deadline = min(deadline, parent.deadline)
+        elif await invocations.serving(ctx.team_id, ctx.agent_id):
+            raise ToolError("you are inside an invocation: name its invocation_id to invoke further "
+                            "agents (a new chain would escape the depth and cycle checks)",
+                            code="invocation_required")
         if target in chain:
             raise ToolError(f"agent {target} is already in this invocation chain "
                             f"({' > '.join(chain)}): a cycle", code="agent_cycle")
@@ -117,7 +121,7 @@ def service(pool: asyncpg.Pool, settings: AgentSettings | None = None) -> Resour
         except NatsTimeout:
             raise ToolError(f"agent {target} did not answer in time", code="agent_timeout") from None
         finally:
-            await invocations.end(invocation.invocation_id)
+            await invocations.end(invocation)
         reply = _reply(target, msg.data)
         if not reply.ok:
             assert reply.error is not None
