@@ -13,7 +13,6 @@ import asyncpg
 import orjson
 import structlog
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
 from nats.aio.client import Client as NATS
 
 from pdp.approvals import ApprovalRepository
@@ -21,6 +20,7 @@ from pdp.decision import Decision
 from pdp.decision_log import DecisionRecord, decision_record
 from pdp.digest import args_digest
 from pdp.point import PolicyDecisionPoint
+from proxy.args.checker import ArgsChecker
 from proxy.accounting import call_record, kept_body, terminal_event, usage_record
 from proxy.call import Call, Ending, Outcome, authorization_required_body, render
 from proxy.calls import CallRecord
@@ -32,7 +32,6 @@ from proxy.errors import (
     Conflict,
     Denied,
     DependencyUnavailable,
-    InvalidArgs,
     InvalidRequest,
     PdpUnavailable,
     ToolTimeout,
@@ -50,6 +49,7 @@ from proxy.metrics import Metrics
 from proxy.output import schema_problem, shape_output
 from proxy.runs import RunRepository
 from services.sdk.manifest import ToolManifest, is_valid_tool_name
+from services.sdk.protocol import BUSY
 
 log = structlog.get_logger("toolproxy.pipeline")
 
@@ -95,7 +95,7 @@ class Pipeline:
         self.metrics = metrics
         # Per manifest object (a catalog change replaces the object): the validators and the
         # tool's view in the policy input, built once instead of on every call.
-        self._prepared: dict[str, tuple[ToolManifest, Draft202012Validator, Draft202012Validator,
+        self._prepared: dict[str, tuple[ToolManifest, ArgsChecker, Draft202012Validator,
                                         dict[str, Any]]] = {}
         self._background: set[asyncio.Task[Any]] = set()
         disabled = {p.strip() for p in settings.bench_disable.split(",") if p.strip()}
@@ -117,11 +117,11 @@ class Pipeline:
             raise UnknownTool(f"no tool named {name!r}")
         return manifest
 
-    def _prepare(self, m: ToolManifest) -> tuple[ToolManifest, Draft202012Validator,
+    def _prepare(self, m: ToolManifest) -> tuple[ToolManifest, ArgsChecker,
                                                  Draft202012Validator, dict[str, Any]]:
         cached = self._prepared.get(m.tool_id)
         if cached is None or cached[0] is not m:
-            cached = (m, Draft202012Validator(m.input_schema), Draft202012Validator(m.output_schema),
+            cached = (m, ArgsChecker(m), Draft202012Validator(m.output_schema),
                       m.model_dump(mode="json"))
             self._prepared[m.tool_id] = cached
         return cached
@@ -129,13 +129,10 @@ class Pipeline:
     def tool_view(self, manifest: ToolManifest) -> dict[str, Any]:
         return self._prepare(manifest)[3]
 
-    def check_args(self, manifest: ToolManifest, args: dict[str, Any]) -> None:
-        error = best_match(self._prepare(manifest)[1].iter_errors(args))
-        if error is not None:
-            message = error.message if len(error.message) <= 300 else error.message[:299] + "…"
-            raise InvalidArgs(
-                f"args do not match {manifest.tool_id}'s input schema at {error.json_path}: {message}"
-            )
+    def check_args(self, manifest: ToolManifest, args: dict[str, Any],
+                   body_bytes: int | None = None) -> None:
+        """Size bound, then input schema (proxy/args): bounded work before anything else."""
+        self._prepare(manifest)[1].check(args, body_bytes)
 
     # --- list ---------------------------------------------------------------------------
 
@@ -170,12 +167,13 @@ class Pipeline:
 
     # --- invoke -------------------------------------------------------------------------
 
-    async def invoke(self, identity: Identity, request: InvokeRequest) -> Outcome:
+    async def invoke(self, identity: Identity, request: InvokeRequest,
+                     body_bytes: int | None = None) -> Outcome:
         ctx_team = request.context.team_id
         if ctx_team is not None and ctx_team != identity.team_id:
             raise Denied("context.team_id does not match the token's team", reasons=["team_mismatch"])
         manifest = self.resolve_tool(request.tool)
-        self.check_args(manifest, request.args)
+        self.check_args(manifest, request.args, body_bytes)
         call = Call(
             identity=identity,
             manifest=manifest,
@@ -406,6 +404,9 @@ class Pipeline:
             return Ending(503, "UNAVAILABLE", exc.code, exc.message)
         except BadToolReply as exc:
             return Ending(200, "FAILED", "bad_tool_output", str(exc), executed=True)
+        if not reply.ok and reply.error is not None and reply.error.code == BUSY:
+            # The service refused before running it: this team's share of it is in use.
+            return Ending(503, "UNAVAILABLE", "tool_busy", reply.error.message, retry_after=1.0)
         cost = round(m.cost.price(reply.tokens_used, reply.compute_units), 12)
         self.limiter.settle(team_id=call.identity.team_id, agent_id=call.identity.agent_id,
                             tokens=reply.tokens_used, compute=reply.compute_units, cost=cost)

@@ -73,6 +73,9 @@ def run(args: dict[str, Any]) -> dict[str, Any]:
     output_schema=OUTPUT_SCHEMA,
     cost=Cost(per_call=0.00002),
     network=False,
+    # The schema bounds each text, the handler their total: 100,000 characters at most 6 bytes
+    # of JSON each, plus the array's punctuation.
+    max_args_bytes=6 * MAX_TOTAL_CHARS + 3 * MAX_TEXTS + 32,
 )
 async def embeddings_tool(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     try:
@@ -82,4 +85,6 @@ async def embeddings_tool(args: dict[str, Any], ctx: CallContext) -> dict[str, A
 
 
 def service() -> Service:
-    return Service(name="embeddings", tools=[embeddings_tool])
+    # CPU-bound work in threads: a few at a time, half of them at most for one team.
+    return Service(name="embeddings", tools=[embeddings_tool], max_concurrency=4,
+                   per_team_concurrency=2)

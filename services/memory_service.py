@@ -82,4 +82,6 @@ async def memory_tool(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
 
 
 def service() -> Service:
-    return Service(name="memory", tools=[memory_tool])
+    # CPU-bound work in threads: a few at a time (more only queue for the GIL), half of them
+    # at most for one team.
+    return Service(name="memory", tools=[memory_tool], max_concurrency=4, per_team_concurrency=2)

@@ -11,11 +11,13 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from services.sdk.bounds import max_json_bytes
 from services.sdk.categories import CATEGORIES
 
 # ASCII only: fullmatch with re.ASCII so look-alike letters and a trailing newline never pass.
 TOOL_NAME_RE = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*", re.ASCII)
 TOOL_NAME_MAX = 64
+MAX_ARGS_BYTES_CAP = 64 << 20
 
 
 @functools.lru_cache(maxsize=1024)
@@ -67,6 +69,9 @@ class ToolManifest(BaseModel):
     input_schema: dict[str, Any]
     output_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
     timeout_ms: int | None = Field(default=None, gt=0)
+    # The most bytes the arguments may take as compact JSON; checked by the proxy before the
+    # input schema. Default: what the input schema bounds, else the category's default.
+    max_args_bytes: int | None = Field(default=None, gt=0, le=MAX_ARGS_BYTES_CAP)
 
     @field_validator("tool_id")
     @classmethod
@@ -99,6 +104,10 @@ class ToolManifest(BaseModel):
             raise ValueError(
                 f"timeout_ms {self.timeout_ms} exceeds category {self.category}'s {spec.timeout_ms}"
             )
+        if self.max_args_bytes is None:
+            derived = max_json_bytes(self.input_schema)
+            bound = spec.max_args_bytes if derived is None else min(derived, MAX_ARGS_BYTES_CAP)
+            object.__setattr__(self, "max_args_bytes", bound)
         if self.category == "D" and not self.requires_approval:
             object.__setattr__(self, "requires_approval", True)
         return self

@@ -34,6 +34,10 @@ H_RUN_ID = "Toolproxy-Run-Id"
 H_DEADLINE = "Toolproxy-Deadline"  # absolute, unix epoch milliseconds
 H_CONFIDENTIAL = "Toolproxy-Confidential"
 
+# Reply error codes with a meaning for the proxy (any other code is the tool's own error).
+TIMEOUT = "timeout"  # the tool did not finish before its deadline
+BUSY = "busy"  # refused before running: the team's share of the service is in use
+
 
 class ToolRequest(BaseModel):
     """What a service receives: validated args and the trusted call context."""

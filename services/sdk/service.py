@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -12,14 +13,15 @@ from typing import Any
 import orjson
 import structlog
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from pydantic import ValidationError
 
 from services.sdk import protocol as p
+from services.sdk.bounds import first_error, size_first
 from services.sdk.errors import ManifestError, ToolError
+from services.sdk.fairness import TeamSlots
 from services.sdk.manifest import ToolManifest
 
 log = structlog.get_logger("toolproxy.service")
@@ -66,8 +68,8 @@ class ToolDef:
     def check_args(self, args: dict[str, Any]) -> None:
         """Defense in depth: the proxy validated already, but a service never trusts the bus."""
         if self._validator is None:
-            self._validator = Draft202012Validator(self.manifest.input_schema)
-        error = best_match(self._validator.iter_errors(args))
+            self._validator = Draft202012Validator(size_first(self.manifest.input_schema))
+        error = first_error(self._validator, args)
         if error is not None:
             where = error.json_path
             raise ToolError(f"invalid args: {where}: {_short(error.message)}", code="invalid_args")
@@ -104,19 +106,26 @@ class Service:
     name: str
     tools: list[ToolDef]
     heartbeat_s: float = 2.0
+    # Calls running at once in this instance, and a team's share of them (default: a quarter,
+    # at least 1) plus how many more of its calls may wait; past that a team's calls are
+    # answered busy at once (the proxy: 503 tool_busy), so no team fills the service.
     max_concurrency: int = 256
+    per_team_concurrency: int | None = None
+    max_queued_per_team: int = 64
     instance: str = field(default_factory=lambda: uuid.uuid4().hex)
     _nc: NATS | None = field(default=None, init=False)
     _subs: list[Subscription] = field(default_factory=list, init=False)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
     _heartbeat: asyncio.Task[None] | None = field(default=None, init=False)
-    _slots: asyncio.Semaphore | None = field(default=None, init=False)
+    _slots: TeamSlots | None = field(default=None, init=False)
     _running: dict[str, asyncio.Task[Any]] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         names = [t.manifest.tool_id for t in self.tools]
         if len(names) != len(set(names)):
             raise ManifestError(f"service {self.name!r} declares a tool twice")
+        if self.per_team_concurrency is None:
+            self.per_team_concurrency = max(1, self.max_concurrency // 4)
 
     @property
     def manifests(self) -> list[ToolManifest]:
@@ -124,7 +133,9 @@ class Service:
 
     async def start(self, nc: NATS) -> None:
         self._nc = nc
-        self._slots = asyncio.Semaphore(self.max_concurrency)
+        assert self.per_team_concurrency is not None
+        self._slots = TeamSlots(self.max_concurrency, self.per_team_concurrency,
+                                self.max_queued_per_team)
         for t in self.tools:
             sub = await nc.subscribe(
                 p.invoke_subject(t.manifest.tool_id),
@@ -187,23 +198,27 @@ class Service:
             task.cancel()
 
     def _dispatcher(self, t: ToolDef) -> Callable[[Msg], Awaitable[None]]:
-        # nats-py runs one callback at a time per subscription: hand each message to its own
-        # task so a slow call never blocks the next one; the semaphore bounds concurrency.
+        # nats-py runs one callback at a time per subscription: never wait here (one team's
+        # full share would hold up every team's calls); each admitted message gets its own
+        # task, which waits for a slot of its team.
         async def on_msg(msg: Msg) -> None:
             assert self._slots is not None
-            await self._slots.acquire()
-            task = asyncio.create_task(self._handle(t, msg))
+            team = (msg.headers or {}).get(p.H_TEAM_ID, "")
+            if not self._slots.admit(team):
+                log.info("call_refused_busy", tool=t.manifest.tool_id, team_id=team)
+                with contextlib.suppress(Exception):
+                    await msg.respond(orjson.dumps(_error(
+                        p.BUSY, f"{t.manifest.tool_id} is serving this team's share of calls; "
+                        "retry shortly")))
+                return
+            task = asyncio.create_task(self._handle(t, msg, team))
             self._tasks.add(task)
-            task.add_done_callback(self._done)
+            task.add_done_callback(self._tasks.discard)
 
         return on_msg
 
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
+    async def _handle(self, t: ToolDef, msg: Msg, team: str) -> None:
         assert self._slots is not None
-        self._slots.release()
-
-    async def _handle(self, t: ToolDef, msg: Msg) -> None:
         headers = msg.headers or {}
         ctx = _context(headers, t.manifest.deadline_ms)
         bound = structlog.contextvars.bound_contextvars(
@@ -214,9 +229,13 @@ class Service:
             if ctx.call_id and current is not None:
                 self._running[ctx.call_id] = current
             try:
-                reply = await self._run(t, msg.data, ctx)
+                async with self._slots.slot(team, timeout=max(ctx.remaining(), 0.0)):
+                    reply = await self._run(t, msg.data, ctx)
             except asyncio.CancelledError:
                 return  # cancelled by the proxy: nobody waits for a reply any more
+            except TimeoutError:
+                log.info("deadline_passed_waiting_for_a_slot", team_id=team)
+                return  # the proxy has answered 504 already
             finally:
                 self._running.pop(ctx.call_id, None)
             if ctx.remaining() <= 0:
