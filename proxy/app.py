@@ -30,10 +30,17 @@ from proxy.journal import Journal
 from proxy.limits.counters import Counters
 from proxy.limits.limiter import make_limiter
 from proxy.metrics import Metrics
+from proxy.http.allowlists import HostAllowlist, OriginAllowlist
+from proxy.http.headers import harden_response
+from proxy.http.team_gate import TeamGate
 from proxy.middlewares.auth import authenticate
+from proxy.middlewares.body_deadline import body_deadline
 from proxy.middlewares.errors import errors
+from proxy.middlewares.hosts import allowed_host
 from proxy.middlewares.http_metrics import http_metrics
+from proxy.middlewares.mcp_origin import mcp_origin
 from proxy.middlewares.request_context import request_context
+from proxy.middlewares.team_gate import team_gate
 from proxy.event_hub import EventHub
 from proxy.housekeeping import Housekeeping
 from proxy.idempotency import IdempotencyStore
@@ -204,11 +211,18 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
 
 def create_app(settings: Settings) -> web.Application:
     app = web.Application(
-        # Order, outermost first: request context -> metrics -> errors -> authentication.
-        middlewares=[request_context, http_metrics, errors, authenticate],
+        # Order, outermost first: request context -> metrics -> errors -> body deadline ->
+        # Host -> Origin (/mcp) -> authentication -> a team's large bodies, a few at a time.
+        middlewares=[request_context, http_metrics, errors, body_deadline, allowed_host,
+                     mcp_origin, authenticate, team_gate],
         client_max_size=settings.max_body_bytes,
     )
+    app.on_response_prepare.append(harden_response)
     app[k.SETTINGS] = settings
+    app[k.HOSTS] = (HostAllowlist.default(settings.host) if settings.allowed_hosts is None
+                    else HostAllowlist.parse(settings.allowed_hosts))
+    app[k.ORIGINS] = OriginAllowlist.parse(settings.allowed_origins)
+    app[k.TEAM_GATE] = TeamGate(settings.large_bodies_per_team)
     app[k.METRICS] = Metrics()
     app[k.VERIFIER] = TokenVerifier(settings)
     # Created in order, released in reverse.

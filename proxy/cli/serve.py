@@ -10,13 +10,13 @@ import sys
 import time
 
 import structlog
-from aiohttp import web
 
 from proxy.app import create_app
 from proxy.cli.common import CliError
 from proxy.embedded.child import Child
 from proxy.embedded.ports import port_is_free
 from proxy.config import Settings
+from proxy.http.server import serve_until_stopped
 from proxy.logs import configure_logging
 
 
@@ -35,16 +35,8 @@ def serve(settings: Settings) -> int:
         return _supervise_workers(settings)
     structlog.get_logger("toolproxy").info("starting", settings=settings.redacted())
     _install_uvloop()
-    web.run_app(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        access_log=None,
-        print=None,
-        shutdown_timeout=10,
-        reuse_port=settings.reuse_port,
-        handler_cancellation=True,  # a client that disconnects cancels its call
-    )
+    # Connection cap, header and body read timeouts: proxy/http/server.py.
+    asyncio.run(serve_until_stopped(create_app(settings), settings))
     return 0
 
 
