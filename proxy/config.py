@@ -62,9 +62,11 @@ class Settings(BaseSettings):
     http_header_timeout_s: float = Field(default=10.0, gt=0, le=3600)
     http_body_timeout_s: float = Field(default=30.0, gt=0, le=3600)
     http_max_connections: int = Field(default=512, ge=1, le=1_000_000)
-    # A team's requests with bodies larger than this are handled this many at a time per
-    # worker (the rest wait, unread), so one team's large bodies cannot monopolize a worker.
+    # A team's requests with bodies larger than this are read at most this many bytes per
+    # second (after a second's burst) and handled this many at a time, per worker (the rest
+    # wait, unread), so one team's large bodies cannot monopolize a worker.
     large_body_bytes: int = Field(default=64 << 10, ge=1024)
+    large_body_bytes_per_s: float = Field(default=float(4 << 20), gt=0)
     large_bodies_per_team: int = Field(default=2, ge=1, le=1024)
     # Host values served (comma-separated: a name or IP, optionally :port, or an IP network;
     # "*" serves any). Default: the address the proxy listens on and localhost, any port (on a

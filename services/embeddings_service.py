@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from services.embedding_hash import (
@@ -79,12 +78,12 @@ def run(args: dict[str, Any]) -> dict[str, Any]:
 )
 async def embeddings_tool(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     try:
-        return await asyncio.to_thread(run, args)
+        return await ctx.run_cpu(run, args)  # type: ignore[no-any-return]
     except EmbeddingError as exc:
         raise ToolError(str(exc)) from None
 
 
 def service() -> Service:
-    # CPU-bound work in threads: a few at a time, half of them at most for one team.
+    # CPU-bound work in a worker process: a few at a time, half of them at most for one team.
     return Service(name="embeddings", tools=[embeddings_tool], max_concurrency=4,
-                   per_team_concurrency=2)
+                   per_team_concurrency=2, cpu_workers=1)

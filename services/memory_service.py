@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from services.memory_summary import (
@@ -75,13 +74,15 @@ def run(args: dict[str, Any]) -> dict[str, Any]:
 )
 async def memory_tool(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     try:
-        # Up to 100k characters of regex splitting and counting: off the event loop.
-        return await asyncio.to_thread(run, args)
+        # Up to 100k characters of regex splitting and counting: off the event loop (in the
+        # service's worker process, so it never holds the GIL other tools need).
+        return await ctx.run_cpu(run, args)  # type: ignore[no-any-return]
     except SummaryError as exc:
         raise ToolError(str(exc)) from None
 
 
 def service() -> Service:
-    # CPU-bound work in threads: a few at a time (more only queue for the GIL), half of them
-    # at most for one team.
-    return Service(name="memory", tools=[memory_tool], max_concurrency=4, per_team_concurrency=2)
+    # CPU-bound work in a worker process: a few calls at a time, half of them at most for one
+    # team (more would only queue for the worker).
+    return Service(name="memory", tools=[memory_tool], max_concurrency=4, per_team_concurrency=2,
+                   cpu_workers=1)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
+import multiprocessing
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,9 +41,17 @@ class CallContext:
     run_id: str | None
     deadline: float  # time.time() seconds
     confidential: bool = False
+    # Where CPU-bound work runs (`await ctx.run_cpu(fn, *args)`): the service's worker
+    # processes when it has some (cpu_workers), else a thread.
+    executor: Executor | None = None
 
     def remaining(self) -> float:
         return self.deadline - time.time()
+
+    async def run_cpu(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Off the event loop; in a worker process, the GIL of the service's other tools is
+        left alone (fn and args must pickle: a module-level function)."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
 
 @dataclass(slots=True)
@@ -112,6 +123,8 @@ class Service:
     max_concurrency: int = 256
     per_team_concurrency: int | None = None
     max_queued_per_team: int = 64
+    # Worker processes for CPU-bound work (CallContext.run_cpu); 0: threads of this process.
+    cpu_workers: int = 0
     instance: str = field(default_factory=lambda: uuid.uuid4().hex)
     _nc: NATS | None = field(default=None, init=False)
     _subs: list[Subscription] = field(default_factory=list, init=False)
@@ -119,6 +132,7 @@ class Service:
     _heartbeat: asyncio.Task[None] | None = field(default=None, init=False)
     _slots: TeamSlots | None = field(default=None, init=False)
     _running: dict[str, asyncio.Task[Any]] = field(default_factory=dict, init=False)
+    _executor: ProcessPoolExecutor | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         names = [t.manifest.tool_id for t in self.tools]
@@ -136,6 +150,14 @@ class Service:
         assert self.per_team_concurrency is not None
         self._slots = TeamSlots(self.max_concurrency, self.per_team_concurrency,
                                 self.max_queued_per_team)
+        if self.cpu_workers > 0 and self._executor is None:
+            self._executor = ProcessPoolExecutor(
+                self.cpu_workers, mp_context=multiprocessing.get_context("spawn"))
+            # Started and warmed now (the handlers' modules imported), not on the first call.
+            modules = sorted({t.handler.__module__ for t in self.tools})
+            loop = asyncio.get_running_loop()
+            await asyncio.gather(*(loop.run_in_executor(self._executor, _warm, m)
+                                   for m in modules for _ in range(self.cpu_workers)))
         for t in self.tools:
             sub = await nc.subscribe(
                 p.invoke_subject(t.manifest.tool_id),
@@ -164,6 +186,9 @@ class Service:
         self._subs.clear()
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=5)
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
         if nc is not None and nc.is_connected:
             body = p.Goodbye(instance=self.instance).model_dump_json().encode()
             await nc.publish(p.GOODBYE_SUBJECT, body)
@@ -220,7 +245,7 @@ class Service:
     async def _handle(self, t: ToolDef, msg: Msg, team: str) -> None:
         assert self._slots is not None
         headers = msg.headers or {}
-        ctx = _context(headers, t.manifest.deadline_ms)
+        ctx = _context(headers, t.manifest.deadline_ms, self._executor)
         bound = structlog.contextvars.bound_contextvars(
             call_id=ctx.call_id, decision_id=ctx.decision_id, tool=t.manifest.tool_id
         )
@@ -277,6 +302,11 @@ class Service:
         return {"ok": True, "output": result}
 
 
+def _warm(module: str) -> None:
+    """In a worker process: import a handler's module before the first call needs it."""
+    importlib.import_module(module)
+
+
 def _short(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -285,7 +315,8 @@ def _error(code: str, message: str) -> dict[str, Any]:
     return {"ok": False, "error": {"code": code[:64], "message": _short(message, 1000)}}
 
 
-def _context(headers: dict[str, str], default_ms: int) -> CallContext:
+def _context(headers: dict[str, str], default_ms: int,
+             executor: Executor | None = None) -> CallContext:
     try:
         deadline = int(headers[p.H_DEADLINE]) / 1000.0
     except (KeyError, ValueError):
@@ -298,4 +329,5 @@ def _context(headers: dict[str, str], default_ms: int) -> CallContext:
         run_id=headers.get(p.H_RUN_ID) or None,
         deadline=deadline,
         confidential=headers.get(p.H_CONFIDENTIAL) == "1",
+        executor=executor,
     )
