@@ -40,7 +40,9 @@ class ArgsChecker:
                                   f"{self.max_bytes} bytes")
         error = first_error(self._validator, args)
         if error is not None:
-            message = error.message if len(error.message) <= 300 else error.message[:299] + "…"
+            message = error.message
+            if len(message) > 300:  # the message quotes the whole instance: name the rule
+                message = f"fails {error.validator} {str(error.validator_value)[:200]}"
             raise InvalidArgs(
                 f"args do not match {self.tool_id}'s input schema at {error.json_path}: {message}"
             )

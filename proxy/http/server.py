@@ -82,6 +82,9 @@ def make_runner(app: web.Application, settings: Settings) -> web.AppRunner:
 
 
 async def start(app: web.Application, settings: Settings) -> tuple[web.AppRunner, CappedTCPSite]:
+    # aiohttp answers malformed requests itself, outside the app's response signal: the Server
+    # header it writes then must not name aiohttp and Python either (a process-wide default).
+    web_response.SERVER_SOFTWARE = SERVER  # type: ignore[attr-defined]
     runner = make_runner(app, settings)
     await runner.setup()
     site = CappedTCPSite(runner, settings.host, settings.port,
@@ -93,9 +96,6 @@ async def start(app: web.Application, settings: Settings) -> tuple[web.AppRunner
 
 async def serve_until_stopped(app: web.Application, settings: Settings) -> None:
     """Serve until SIGTERM or SIGINT, then shut down gracefully (in-flight calls finish)."""
-    # aiohttp answers malformed requests itself, outside the app's response signal: its own
-    # Server header must not name aiohttp and Python either.
-    web_response.SERVER_SOFTWARE = SERVER  # type: ignore[attr-defined]
     runner, _ = await start(app, settings)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
