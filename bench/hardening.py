@@ -90,7 +90,11 @@ async def middlewares(n: int) -> list[str]:
     async def handler(request: web.Request) -> web.StreamResponse:
         return response
 
-    req = make_mocked_request("POST", "/v1/tools/invoke", app=app, headers={
+    class Body:  # a body still arriving: the deadline middleware arms (and cancels) its timer
+        def is_eof(self) -> bool:
+            return False
+
+    req = make_mocked_request("POST", "/v1/tools/invoke", app=app, payload=Body(), headers={
         "Host": "127.0.0.1:8080", "Content-Type": "application/json", "Content-Length": "60"})
     req[k.IDENTITY] = identity
 
@@ -103,8 +107,9 @@ async def middlewares(n: int) -> list[str]:
                      ("Origin check (/mcp only)", mcp_origin), ("team gate (small body)", team_gate)):
         t = await per_call_async_us(lambda mw=mw: mw(request(), handler), n)
         lines.append(f"{'+ ' + name:<48} {t - base:8.2f} µs")
-    t = await per_call_async_us(lambda: harden_response(request(), web.Response()), n)
-    plain = await per_call_async_us(lambda: _noop(request(), web.Response()), n)
+    plain_response = web.Response()
+    t = await per_call_async_us(lambda: harden_response(request(), plain_response), n)
+    plain = await per_call_async_us(lambda: _noop(request(), plain_response), n)
     lines.append(f"{'+ response headers (signal)':<48} {t - plain:8.2f} µs")
     return lines
 

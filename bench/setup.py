@@ -3,6 +3,7 @@ not refusals (an override for the bench agent; team ceilings from the environmen
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from pathlib import Path
 
@@ -35,10 +36,14 @@ async def prepare(stack: Stack, tools: tuple[str, ...] = ("math",), *, team: str
     admin = mint(settings, agent_id="bench-admin", team_id="ops", role="admin", ttl_s=3600)
     async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {admin}"}) as s:
         for tool in tools:
-            async with s.post(f"{stack.url}/v1/admin/overrides", json={
-                "team_id": team, "agent_id": agent, "tool": tool, "effect": "allow",
-                "rate_per_minute": 1_000_000, "reason": "benchmark"}) as r:
-                assert r.status == 201, await r.text()
+            for _ in range(100):  # ready means a catalog, not yet every service's tools
+                async with s.post(f"{stack.url}/v1/admin/overrides", json={
+                    "team_id": team, "agent_id": agent, "tool": tool, "effect": "allow",
+                    "rate_per_minute": 1_000_000, "reason": "benchmark"}) as r:
+                    if r.status != 404:
+                        assert r.status == 201, await r.text()
+                        break
+                await asyncio.sleep(0.1)
     token = mint(settings, agent_id=agent, team_id=team, ttl_s=3600)
     return {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
 

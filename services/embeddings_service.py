@@ -84,6 +84,6 @@ async def embeddings_tool(args: dict[str, Any], ctx: CallContext) -> dict[str, A
 
 
 def service() -> Service:
-    # CPU-bound work in a worker process: a few at a time, half of them at most for one team.
-    return Service(name="embeddings", tools=[embeddings_tool], max_concurrency=4,
-                   per_team_concurrency=2, cpu_workers=1)
+    # CPU-bound work in one worker process: one call per team in it at a time, three teams.
+    return Service(name="embeddings", tools=[embeddings_tool], max_concurrency=3,
+                   per_team_concurrency=1, cpu_workers=1)

@@ -82,7 +82,7 @@ async def memory_tool(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
 
 
 def service() -> Service:
-    # CPU-bound work in a worker process: a few calls at a time, half of them at most for one
-    # team (more would only queue for the worker).
-    return Service(name="memory", tools=[memory_tool], max_concurrency=4, per_team_concurrency=2,
+    # CPU-bound work in one worker process: a team has one call in it at a time (more would only
+    # queue there, ahead of other teams'), three teams at once.
+    return Service(name="memory", tools=[memory_tool], max_concurrency=3, per_team_concurrency=1,
                    cpu_workers=1)

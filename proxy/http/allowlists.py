@@ -10,6 +10,7 @@ _NAME = re.compile(r"[a-z0-9]([a-z0-9-]{0,62})(\.[a-z0-9]([a-z0-9-]{0,62}))*", r
 _PORT = re.compile(r"[0-9]{1,5}", re.ASCII)
 _WILDCARD = ("", "0.0.0.0", "::", "[::]")
 IpNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+_SEEN_MAX = 1024  # Host values remembered (most clients send one or two)
 
 
 def split_host(value: str) -> tuple[str, int | None] | None:
@@ -53,6 +54,7 @@ class HostAllowlist:
     names: frozenset[str] = frozenset()
     pairs: frozenset[tuple[str, int]] = frozenset()
     networks: tuple[IpNetwork, ...] = field(default=())
+    seen: dict[str, bool] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def parse(cls, text: str) -> HostAllowlist:
@@ -94,6 +96,14 @@ class HostAllowlist:
             return True
         if not value:
             return False
+        known = self.seen.get(value)
+        if known is None:
+            known = self._allows(value)
+            if len(self.seen) < _SEEN_MAX:  # full: still answered, just not remembered
+                self.seen[value] = known
+        return known
+
+    def _allows(self, value: str) -> bool:
         parsed = split_host(value)
         if parsed is None:
             return False

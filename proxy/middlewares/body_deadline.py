@@ -16,7 +16,7 @@ log = structlog.get_logger("toolproxy.http")
 
 @web.middleware
 async def body_deadline(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if not request.body_exists:
+    if not request.body_exists or request.content.is_eof():  # no body, or it came with the head
         return await handler(request)
 
     def expire() -> None:

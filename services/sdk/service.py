@@ -160,11 +160,6 @@ class Service:
         if self.cpu_workers > 0 and self._executor is None:
             self._executor = ProcessPoolExecutor(
                 self.cpu_workers, mp_context=multiprocessing.get_context("spawn"))
-            # Started and warmed now (the handlers' modules imported), not on the first call.
-            modules = sorted({t.handler.__module__ for t in self.tools})
-            loop = asyncio.get_running_loop()
-            await asyncio.gather(*(loop.run_in_executor(self._executor, _warm, m)
-                                   for m in modules for _ in range(self.cpu_workers)))
         for t in self.tools:
             sub = await nc.subscribe(
                 p.invoke_subject(t.manifest.tool_id),
@@ -179,6 +174,14 @@ class Service:
         await nc.flush()
         await self.announce()
         self._heartbeat = asyncio.create_task(self._beat(), name=f"heartbeat:{self.name}")
+        if self._executor is not None:
+            # The worker processes start (and import the handlers' modules) now, in the
+            # background: the first calls queue behind this rather than start them.
+            loop = asyncio.get_running_loop()
+            modules = sorted({t.handler.__module__ for t in self.tools})
+            for m in modules:
+                for _ in range(self.cpu_workers):
+                    loop.run_in_executor(self._executor, _warm, m)
 
     async def stop(self) -> None:
         if self._heartbeat is not None:
