@@ -82,7 +82,7 @@ async def middlewares(n: int) -> list[str]:
     app = web.Application()
     app[k.SETTINGS] = settings
     app[k.HOSTS] = HostAllowlist.default(settings.host)
-    app[k.ORIGINS] = OriginAllowlist.parse("")
+    app[k.ORIGINS] = OriginAllowlist.default(settings.host, settings.port)
     app[k.TEAM_GATE] = TeamGate(settings.large_bodies_per_team, settings.large_body_bytes_per_s)
     response = web.Response(body=b"{}", content_type="application/json")
     identity = Identity(agent_id="a", team_id="t", role="agent", token_id="")

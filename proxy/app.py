@@ -221,7 +221,9 @@ def create_app(settings: Settings) -> web.Application:
     app[k.SETTINGS] = settings
     app[k.HOSTS] = (HostAllowlist.default(settings.host) if settings.allowed_hosts is None
                     else HostAllowlist.parse(settings.allowed_hosts))
-    app[k.ORIGINS] = OriginAllowlist.parse(settings.allowed_origins)
+    app[k.ORIGINS] = (OriginAllowlist.default(settings.host, settings.port)
+                      if settings.allowed_origins is None
+                      else OriginAllowlist.parse(settings.allowed_origins))
     app[k.TEAM_GATE] = TeamGate(settings.large_bodies_per_team, settings.large_body_bytes_per_s)
     app[k.METRICS] = Metrics()
     app[k.VERIFIER] = TokenVerifier(settings)

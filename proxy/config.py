@@ -74,7 +74,8 @@ class Settings(BaseSettings):
     allowed_hosts: str | None = None
     # Browser origins allowed on /mcp (comma-separated "scheme://host[:port]", or "*"); a
     # request carrying any other Origin gets 403 (DNS rebinding); no Origin: unaffected.
-    allowed_origins: str = ""
+    # Default: the proxy's own origins (localhost and the listen address, at its port).
+    allowed_origins: str | None = None
     max_output_bytes: int = Field(default=256 << 10, ge=1024)  # inline; larger: an artifact
     max_artifact_bytes: int = Field(default=4 << 20, ge=1024)  # a reply larger is refused
     idempotency_ttl_s: int = Field(default=24 * 3600, ge=1, le=30 * 24 * 3600)

@@ -177,3 +177,7 @@ def test_host_values_parse_strictly() -> None:
     origins = OriginAllowlist.parse("https://App.example, http://localhost:6274/")
     assert origins.allows("https://app.example") and origins.allows("http://localhost:6274")
     assert not origins.allows("https://evil.example") and not origins.allows("null")
+    own = OriginAllowlist.default("127.0.0.1", 8080)
+    assert own.allows("http://127.0.0.1:8080") and own.allows("http://localhost:8080")
+    assert not own.allows("http://127.0.0.1:9090") and not own.allows("http://evil.example:8080")
+    assert OriginAllowlist.default("10.0.0.5", 80).allows("https://10.0.0.5:80")

@@ -130,5 +130,15 @@ class OriginAllowlist:
             return cls(any_origin=True)
         return cls(origins=frozenset(entries))
 
+    @classmethod
+    def default(cls, listen_host: str, port: int) -> OriginAllowlist:
+        """The proxy's own origins (a page it serves calling it): localhost and the listen
+        address, at its port."""
+        hosts = ["localhost", "127.0.0.1", "[::1]"]
+        host = listen_host.strip().lower()
+        if host not in _WILDCARD and host not in hosts:
+            hosts.append(f"[{host}]" if ":" in host and not host.startswith("[") else host)
+        return cls.parse(",".join(f"{scheme}://{h}:{port}" for h in hosts for scheme in ("http", "https")))
+
     def allows(self, origin: str) -> bool:
         return self.any_origin or origin.strip().lower().rstrip("/") in self.origins
