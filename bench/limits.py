@@ -48,7 +48,7 @@ async def check_cost(stack: Stack, n: int) -> list[str]:
     high = {c: 1e9 for c in "ABCD"}
     stores = {
         "postgres": PostgresLimiter(pool, lambda team, agent: None, team_per_minute=high),
-        "nats": NatsLimiter(nc.jetstream(timeout=2.0), lambda team, agent: None, team_per_minute=high),
+        "nats": NatsLimiter(nc, lambda team, agent: None, team_per_minute=high),
     }
     for name, limiter in stores.items():
         await limiter.start()

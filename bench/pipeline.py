@@ -1,44 +1,46 @@
-"""Benchmark: `math` through the whole proxy pipeline vs directly over NATS vs a bare aiohttp
-JSON handler, with 32 concurrent clients and with 1. Run: `make bench` (or python bench/pipeline.py).
+"""Benchmark: `math` through the whole pipeline against a bare aiohttp JSON handler, with wrk (a
+C client) on the same machine in the same run. Run by hand: `python bench/pipeline.py`.
 
-Everything runs on this machine on loopback: embedded Postgres and NATS, the services process,
-the proxy process, and this load generator (one asyncio process).
+Every request carries the seed's envelope (`context` with `team_id` and `agent_run_id`) and a
+new expression. Printed: throughput at 32 connections (during the run, and sustained: calls ÷
+(run time + time until usage has recorded every call)), p50/p99 at 1 connection and the added
+p50, p99 at 32, CPU seconds per 1,000 calls of each process until idle, peak RSS and Postgres
+connections; the same for the MCP route (2026-07-28, stateless).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
 import os
 import platform
+import re
+import shutil
+import subprocess
 import sys
-import uuid
-from collections.abc import Callable
+import tempfile
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import aiohttp
-import nats
-import orjson
+import asyncpg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.load import Result, run  # noqa: E402
-from bench.setup import bench_stack, prepare, remove  # noqa: E402
+from bench.procs import Sampler  # noqa: E402
+from bench.setup import TEAM, bench_stack, prepare, remove  # noqa: E402
 from proxy.embedded.child import Child  # noqa: E402
 from proxy.embedded.ports import free_port  # noqa: E402
-from services.sdk import protocol as p  # noqa: E402
 
 BARE_SERVER = '''
 import sys
 from aiohttp import web
 import orjson
 async def handler(request):
-    body = await request.read()
-    data = orjson.loads(body)
+    data = orjson.loads(await request.read())
     return web.Response(body=orjson.dumps({"ok": True, "echo": data["args"]}), content_type="application/json")
 app = web.Application()
-app.router.add_post("/", handler)
+app.router.add_post("/{tail:.*}", handler)
 try:
     import uvloop; uvloop.install()
 except ImportError:
@@ -46,99 +48,189 @@ except ImportError:
 web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
 '''
 
+# A new expression per request (thread id and counter); one run id per wrk thread.
+NATIVE_LUA = '''
+local counter = 0
+local tid = 0
+local threads = {}
+function setup(thread) thread:set("tid", #threads + 1); table.insert(threads, thread) end
+function init(args) tid = tonumber(wrk.thread:get("tid")) end
+request = function()
+  counter = counter + 1
+  local body = string.format(
+    '{"tool":"math","args":{"expr":"%d+%d*4"},"context":{"team_id":"%s","agent_run_id":"run-%d"}}',
+    tid, counter, "TEAM", tid)
+  return wrk.format("POST", "/v1/tools/invoke", nil, body)
+end
+'''
 
-def bodies(distinct: bool) -> Callable[[], bytes]:
-    """Request bodies: the same expression every time, or a new one per call (so no cache,
-    in the proxy or anywhere else, can answer from memory)."""
-    counter = itertools.count()
-    if not distinct:
-        fixed = orjson.dumps({"tool": "math", "args": {"expr": "2+3*4"}, "context": {"team_id": "bench"}})
-        return lambda: fixed
-    return lambda: orjson.dumps(
-        {"tool": "math", "args": {"expr": f"{next(counter)}+3*4"}, "context": {"team_id": "bench"}})
+MCP_LUA = '''
+local counter = 0
+local tid = 0
+local threads = {}
+function setup(thread) thread:set("tid", #threads + 1); table.insert(threads, thread) end
+function init(args) tid = tonumber(wrk.thread:get("tid")) end
+request = function()
+  counter = counter + 1
+  local body = string.format(
+    '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"math","arguments":{"expr":"%d+%d*4"},' ..
+    '"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},' ..
+    '"toolproxy/context":{"agent_run_id":"run-%d"}}}}', counter, tid, counter, tid)
+  return wrk.format("POST", "/mcp", nil, body)
+end
+'''
+
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28",
+               "Mcp-Method": "tools/call", "Mcp-Name": "math"}
 
 
-async def bench_http(label: str, url: str, headers: dict[str, str], body: Callable[[], bytes],
-                     concurrency: int, seconds: float) -> Result:
-    conn = aiohttp.TCPConnector(limit=concurrency)
-    async with aiohttp.ClientSession(connector=conn) as s:
-        async def call() -> bool:
-            async with s.post(url, data=body(), headers=headers) as r:
-                await r.read()
-                return r.status == 200
-        return await run(label, call, concurrency=concurrency, seconds=seconds)
+@dataclass
+class Wrk:
+    label: str
+    connections: int
+    seconds: float
+    requests: int = 0
+    rps: float = 0.0
+    p50_ms: float = 0.0
+    p99_ms: float = 0.0
+    non_2xx: int = 0
+    sustained_rps: float | None = None
+    drain_s: float | None = None
+    cpu_ms_per_call: dict[str, float] = field(default_factory=dict)
 
 
-async def bench_nats(label: str, nats_url: str, concurrency: int, seconds: float) -> Result:
-    nc = await nats.connect(nats_url)
-    counter = itertools.count()
+def _ms(text: str) -> float:
+    m = re.fullmatch(r"([\d.]+)(us|ms|s)", text)
+    assert m, text
+    v, unit = float(m.group(1)), m.group(2)
+    return v / 1000 if unit == "us" else v * 1000 if unit == "s" else v
 
-    async def call() -> bool:
-        payload = orjson.dumps({"args": {"expr": f"{next(counter)}+3*4"},
-                                "context": {"team_id": "bench", "agent_id": "bench"}})
-        import time
-        headers = {p.H_CALL_ID: str(uuid.uuid4()), p.H_DECISION_ID: str(uuid.uuid4()),
-                   p.H_TEAM_ID: "bench", p.H_AGENT_ID: "bench",
-                   p.H_DEADLINE: str(int((time.time() + 2) * 1000))}
-        msg = await nc.request("tools.math.invoke", payload, timeout=2, headers=headers)
-        return orjson.loads(msg.data).get("ok") is True
 
+def wrk(label: str, url: str, lua: str, headers: dict[str, str], connections: int,
+        seconds: float) -> Wrk:
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(lua)
+    argv = ["wrk", "-t", str(min(2, connections)), "-c", str(connections), "-d", f"{max(1, round(seconds))}s",
+            "--latency", "-s", f.name]
+    for k, v in {"Content-Type": "application/json", **headers}.items():
+        argv += ["-H", f"{k}: {v}"]
+    out = subprocess.run([*argv, url], capture_output=True, text=True, check=True).stdout
+    os.unlink(f.name)
+    r = Wrk(label, connections, seconds)
+    r.requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+    r.rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    r.p50_ms = _ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    r.p99_ms = _ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    r.non_2xx = int(m.group(1)) if m else 0
+    return r
+
+
+async def recorded(database_url: str) -> int:
+    conn = await asyncpg.connect(database_url)
     try:
-        return await run(label, call, concurrency=concurrency, seconds=seconds)
+        return int(await conn.fetchval("SELECT count(*) FROM usage_records WHERE team_id = $1", TEAM))
     finally:
-        await nc.close()
+        await conn.close()
+
+
+async def measured(label: str, stack, sampler: Sampler, url: str, lua: str,  # type: ignore[no-untyped-def]
+                   headers: dict[str, str], connections: int, seconds: float) -> Wrk:
+    """A wrk run, then the wait until usage has recorded every call (sustained throughput), with
+    each process's CPU time from the start of the run until then."""
+    before = await recorded(stack.database_url)
+    sampler.mark()
+    t0 = time.monotonic()
+    r = await asyncio.to_thread(wrk, label, url, lua, headers, connections, seconds)
+    t_end = time.monotonic()
+    while await recorded(stack.database_url) - before < r.requests:
+        if time.monotonic() - t_end > 120:
+            break
+        await asyncio.sleep(0.05)
+    done = time.monotonic()
+    r.drain_s = done - t_end
+    r.sustained_rps = r.requests / (done - t0)
+    r.cpu_ms_per_call = {k: 1000 * v / max(1, r.requests) for k, v in sampler.since_mark().items()}
+    return r
+
+
+def line(r: Wrk) -> str:
+    extra = "" if r.sustained_rps is None else (
+        f"   sustained {r.sustained_rps:>7.0f} req/s (usage caught up {r.drain_s:4.1f}s after)")
+    return (f"{r.label:<40} {r.rps:>8.0f} req/s  p50 {r.p50_ms:>7.2f} ms  p99 {r.p99_ms:>7.2f} ms"
+            f"  non-2xx {r.non_2xx}{extra}")
 
 
 async def main(seconds: float, workers: int) -> None:
-    try:
-        import uvloop
-        uvloop.install()
-    except ImportError:
-        pass
+    if shutil.which("wrk") is None:
+        sys.exit("wrk is not installed (Debian: apt-get install wrk)")
     stack = bench_stack(workers)
     bare_port = free_port()
     bare = Child("bare", [sys.executable, "-c", BARE_SERVER, str(bare_port)],
-                 log_path=Path("/tmp") / f"bench-bare-{os.getpid()}.log")
-    results: list[Result] = []
+                 log_path=Path(tempfile.gettempdir()) / f"bench-bare-{os.getpid()}.log")
+    rows: list[Wrk] = []
     try:
         await stack.start()
         bare.start()
-        await asyncio.sleep(1.0)
+        await _wait_port(bare_port)
         headers = await prepare(stack)
-        invoke_url = f"{stack.url}/v1/tools/invoke"
-        for conc in (32, 1):
-            results.append(await bench_http(f"bare aiohttp JSON handler, c={conc}",
-                                             f"http://127.0.0.1:{bare_port}/", headers, bodies(True), conc, seconds))
-            results.append(await bench_nats(f"math direct over NATS, c={conc}", stack.nats_url, conc, seconds))
-            results.append(await bench_http(f"math through the proxy, c={conc}",
-                                             invoke_url, headers, bodies(True), conc, seconds))
-            results.append(await bench_http(f"math through the proxy, same args, c={conc}",
-                                             invoke_url, headers, bodies(False), conc, seconds))
+        auth = {"Authorization": headers["Authorization"]}
+        sampler = Sampler.of_stack(stack)
+        native = NATIVE_LUA.replace("TEAM", TEAM)
+        bare_url = f"http://127.0.0.1:{bare_port}/"
+        wrk("warm-up", stack.url, native, auth, 8, 2)
+        wrk("warm-up", bare_url, native, {}, 8, 1)
+        for c in (32, 1):
+            rows.append(await asyncio.to_thread(wrk, f"bare aiohttp handler, c={c}", bare_url, native, {}, c, seconds))
+            rows.append(await measured(f"pipeline /v1/tools/invoke, c={c}", stack, sampler, stack.url, native, auth, c, seconds))
+            rows.append(await measured(f"pipeline /mcp tools/call, c={c}", stack, sampler, stack.url, MCP_LUA,
+                                       {**auth, **MCP_HEADERS}, c, seconds))
+        rss_mb = sampler.rss_mb()
+        pg_conns = await _pg_connections(stack.database_url)
     finally:
         bare.stop()
         remove(stack)
+    by = {r.label: r for r in rows}
     print(f"\nmachine: {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}; "
-          f"{seconds:.0f}s per run after 1s warm-up, all on loopback; proxy workers: {workers}\n")
-    for r in results:
-        print(r.line())
-    by = {r.label: r for r in results}
-    full = by["math through the proxy, c=32"]
-    direct = by["math direct over NATS, c=32"]
-    base = by["bare aiohttp JSON handler, c=32"]
-    one_proxy = by["math through the proxy, c=1"]
-    one_direct = by["math direct over NATS, c=1"]
-    print()
-    print(f"proxy / direct NATS throughput (c=32):      {full.rps / direct.rps:6.2f}")
-    print(f"proxy / bare aiohttp throughput (c=32):     {full.rps / base.rps:6.2f}   (goal >= 0.25)")
-    print(f"added p50 latency, single client:           {(one_proxy.pct(0.5) - one_direct.pct(0.5)) / 1000:6.2f} ms")
-    print("(\"same args\" repeats one request, so the PDP's decision cache answers; the other "
-          "proxy rows send a new expression every call)")
+          f"wrk, {seconds:.0f}s per run, all on loopback; proxy workers: {workers}\n")
+    for r in rows:
+        print(line(r))
+    bare32, bare1 = by["bare aiohttp handler, c=32"], by["bare aiohttp handler, c=1"]
+    for route in ("/v1/tools/invoke", "/mcp tools/call"):
+        p32, p1 = by[f"pipeline {route}, c=32"], by[f"pipeline {route}, c=1"]
+        print(f"\n{route}")
+        print(f"  throughput ÷ bare, c=32, during the run:  {p32.rps / bare32.rps:6.3f}   (goal >= 0.25)")
+        print(f"  throughput ÷ bare, c=32, sustained:       {(p32.sustained_rps or 0) / bare32.rps:6.3f}")
+        print(f"  added p50, c=1:                           {p1.p50_ms - bare1.p50_ms:6.2f} ms (goal <= 1 ms)")
+        print(f"  p99 ÷ p50, c=32:                          {p32.p99_ms / p32.p50_ms:6.2f}   (goal <= 4)")
+        cpu = p32.cpu_ms_per_call
+        print("  CPU ms per call until idle, c=32:         " + ", ".join(
+            f"{k} {v:.2f}" for k, v in sorted(cpu.items())) + f"; total {sum(cpu.values()):.2f} (goal <= 1.3)")
+    print(f"\npeak memory of the stack (PSS, shared pages split): {rss_mb:.0f} MB; "
+          f"Postgres connections at the end: {pg_conns}")
+
+
+async def _wait_port(port: int) -> None:
+    for _ in range(200):
+        try:
+            _, w = await asyncio.open_connection("127.0.0.1", port)
+            w.close()
+            return
+        except OSError:
+            await asyncio.sleep(0.05)
+
+
+async def _pg_connections(url: str) -> int:
+    conn = await asyncpg.connect(url)
+    try:
+        return int(await conn.fetchval("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'"))
+    finally:
+        await conn.close()
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=float, default=10.0)
-    ap.add_argument("--workers", type=int, default=min(4, os.cpu_count() or 1),
-                    help="proxy worker processes (default: as `toolproxy up`)")
+    ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument("--workers", type=int, default=2, help="proxy worker processes")
     a = ap.parse_args()
     asyncio.run(main(a.seconds, a.workers))

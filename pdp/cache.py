@@ -1,8 +1,11 @@
 """A bounded decision cache keyed by the exact input document and the policy revision.
 
-Exact keys make it correct for any deterministic policy: grants, arguments and context are all
-in the input, so any change is a different key. The TTL bounds staleness for policies that read
-the clock (e.g. business hours); set it to 0 to disable caching entirely.
+Keys hold the revision and every part of the input the policy reads — the policy declares
+which tools' decisions read their arguments, and whether it reads the run id (pdp.reads) —, so
+any change that matters is a different key, and a new policy revision empties the cache. The TTL
+(TOOLPROXY_PDP_CACHE_TTL_S, 5 s by default) bounds staleness for policies that read the clock
+(e.g. business hours), and how long a cached allow outlives a PDP that died (identical inputs
+only); set it to 0 to disable caching entirely.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from collections import OrderedDict
 from typing import Any
 
 import orjson
+
+from pdp.reads import EVERYTHING, InputReads
 
 
 class DecisionCache:
@@ -27,7 +32,15 @@ class DecisionCache:
         return self.ttl_s > 0 and self.max_entries > 0
 
     @staticmethod
-    def key(revision: str, doc: dict[str, Any]) -> bytes:
+    def key(revision: str, doc: dict[str, Any], reads: InputReads = EVERYTHING) -> bytes:
+        """The revision and what the policy reads: a tool's arguments only when its rules
+        read them, the run id only when the policy does (see pdp.reads)."""
+        if not reads.reads_args(doc["tool"]["tool_id"]) or not reads.agent_run_id:
+            doc = dict(doc)
+            if not reads.reads_args(doc["tool"]["tool_id"]):
+                doc["args"] = None
+            if not reads.agent_run_id:
+                doc["context"] = {k: v for k, v in doc["context"].items() if k != "agent_run_id"}
         return revision.encode() + b"\0" + orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
 
     def get(self, key: bytes) -> Any | None:

@@ -39,7 +39,7 @@ def _warm_up(bundle: Any) -> None:
                          "risk": "low", "network": False, "requires_approval": category == "D",
                          "timeout_ms": 1000, "plugin": False},
                 "args": {}, "context": {"team_id": "warm-up", "agent_run_id": None, "confidential": False},
-                "grants": [], "overrides": [], "approval": None, "phase": phase,
+                "grants": [], "overrides": [], "team_rules": [], "approval": None, "phase": phase,
             }
             try:
                 rego.set_input(Input(doc))

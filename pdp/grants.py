@@ -1,4 +1,5 @@
-"""Capability grants in Postgres; the per-replica cache of grants and overrides (LISTEN/NOTIFY)."""
+"""Capability grants in Postgres; the per-replica cache of grants, overrides, quotas and team
+rules (LISTEN/NOTIFY)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from pdp.listener import Listener
 from pdp.overrides import COLUMNS as OVERRIDE_COLUMNS
 from pdp.overrides import Override, override_from_row
 from pdp.quotas import QUOTA_COLUMNS, Quota, quota_from_row
+from pdp.team_rules import COLUMNS as TEAM_RULE_COLUMNS
+from pdp.team_rules import TeamRule, team_rule_from_row
 
 log = structlog.get_logger("toolproxy.grants")
 
@@ -132,9 +135,9 @@ class GrantRepository:
 
 
 class GrantCache:
-    """A team's access data in memory — grants, overrides and quotas; a NOTIFY (fired by any of
-    those tables) reloads the team it names, a lost listener reloads everything. `ready` is
-    False until the first full load: the PDP fails closed until then."""
+    """A team's access data in memory — grants, overrides, quotas and team rules; a NOTIFY (fired
+    by any of those tables) reloads the team it names, a lost listener reloads everything.
+    `ready` is False until the first full load: the PDP fails closed until then."""
 
     def __init__(self, pool: asyncpg.Pool, listener: Listener, *, full_reload_s: float = 30.0) -> None:
         self._pool = pool
@@ -143,6 +146,7 @@ class GrantCache:
         self._by_team: dict[str, list[Grant]] = {}
         self._overrides: dict[str, list[Override]] = {}
         self._quotas: dict[str, list[Quota]] = {}
+        self._team_rules: dict[str, list[TeamRule]] = {}
         self._task: asyncio.Task[None] | None = None
         self.ready = False
         self.version = 0  # bumps on every change: lets callers cache derived data safely
@@ -175,6 +179,12 @@ class GrantCache:
             if o.agent_id == agent_id and o.tool == tool and o.active(now)
         ]
 
+    def team_rules(self, team_id: str, tool: str) -> list[dict[str, object]]:
+        """The rules of the subject's own team for this tool: no other team's rule can apply."""
+        now = time.time()
+        return [r.policy_view() for r in self._team_rules.get(team_id, ())
+                if r.tool == tool and r.active(now)]
+
     def quota(self, team_id: str, agent_id: str | None) -> Quota | None:
         for q in self._quotas.get(team_id, ()):
             if q.agent_id == agent_id:
@@ -186,6 +196,7 @@ class GrantCache:
             grant_rows = await conn.fetch(f"SELECT {_COLUMNS} FROM grants")
             override_rows = await conn.fetch(f"SELECT {OVERRIDE_COLUMNS} FROM overrides")
             quota_rows = await conn.fetch(f"SELECT {QUOTA_COLUMNS} FROM quotas")
+            rule_rows = await conn.fetch(f"SELECT {TEAM_RULE_COLUMNS} FROM team_rules")
         by_team: dict[str, list[Grant]] = {}
         for r in grant_rows:
             g = _row(r)
@@ -198,7 +209,12 @@ class GrantCache:
         for r in quota_rows:
             q = quota_from_row(r)
             quotas.setdefault(q.team_id, []).append(q)
+        rules: dict[str, list[TeamRule]] = {}
+        for r in rule_rows:
+            t = team_rule_from_row(r)
+            rules.setdefault(t.team_id, []).append(t)
         self._by_team, self._overrides, self._quotas = by_team, overrides, quotas
+        self._team_rules = rules
         self.ready = True
         self.version += 1
 
@@ -209,9 +225,12 @@ class GrantCache:
                 f"SELECT {OVERRIDE_COLUMNS} FROM overrides WHERE team_id = $1", team_id
             )
             quota_rows = await conn.fetch(f"SELECT {QUOTA_COLUMNS} FROM quotas WHERE team_id = $1", team_id)
+            rule_rows = await conn.fetch(
+                f"SELECT {TEAM_RULE_COLUMNS} FROM team_rules WHERE team_id = $1", team_id)
         _replace(self._by_team, team_id, [_row(r) for r in grant_rows])
         _replace(self._overrides, team_id, [override_from_row(r) for r in override_rows])
         _replace(self._quotas, team_id, [quota_from_row(r) for r in quota_rows])
+        _replace(self._team_rules, team_id, [team_rule_from_row(r) for r in rule_rows])
         self.version += 1
 
     def _on_notify(self, team_id: str) -> None:

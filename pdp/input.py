@@ -21,6 +21,7 @@ def build_input(
     grants: Iterable[str],
     phase: Phase,
     overrides: Iterable[Mapping[str, Any]] = (),
+    team_rules: Iterable[Mapping[str, Any]] = (),
     approval: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Only chosen fields: never whole headers, tokens or anything the policy should not see."""
@@ -56,6 +57,18 @@ def build_input(
             }
             for o in overrides
             if o["tool"] == name
+        ],
+        # The subject's own team's rules for this tool (pdp/team_rules.py): they only tighten.
+        "team_rules": [
+            {
+                "tool": r["tool"],
+                "deny": bool(r.get("deny", False)),
+                "require_approval": bool(r.get("require_approval", False)),
+                "timeout_ms": r.get("timeout_ms"),
+                "rate_per_minute": r.get("rate_per_minute"),
+            }
+            for r in team_rules
+            if r["tool"] == name
         ],
         "approval": (
             {"state": approval["state"], "args_match": bool(approval["args_match"])}

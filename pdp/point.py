@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import structlog
@@ -16,6 +16,7 @@ from pdp.errors import PdpError, PdpTimeout
 from pdp.grants import GrantCache
 from pdp.input import Phase, build_input
 from pdp.policy_set import PolicySet
+from pdp.reads import EVERYTHING, InputReads, declared_reads
 
 log = structlog.get_logger("toolproxy.pdp")
 
@@ -28,11 +29,14 @@ class PolicyDecisionPoint:
         *,
         budget_s: float = 0.05,
         cache: DecisionCache | None = None,
+        on_cache: Callable[[str], None] | None = None,
     ) -> None:
         self.engine = engine
         self.grants = grants
         self.budget_s = budget_s
         self.cache = cache if cache is not None else DecisionCache()  # (an empty cache is falsy)
+        self._on_cache = on_cache  # "hit" | "miss", for the metrics
+        self.reads: InputReads = EVERYTHING  # what the serving revision's decisions read
 
     @property
     def revision(self) -> str:
@@ -40,10 +44,13 @@ class PolicyDecisionPoint:
 
     @property
     def ready(self) -> bool:
-        return bool(self.engine.revision) and self.grants.ready
+        """A policy is loaded, grants are loaded, and the engine can decide right now (an OPA
+        server that lost its policy cannot, until it is pushed again)."""
+        return bool(self.engine.revision) and self.grants.ready and getattr(self.engine, "healthy", True)
 
     async def load(self, policies: PolicySet) -> str:
         revision = await self.engine.load(policies)
+        self.reads = declared_reads(policies)
         self.cache.clear()
         return revision
 
@@ -76,6 +83,7 @@ class PolicyDecisionPoint:
                 context=context,
                 grants=self.grants.capabilities(team_id, agent_id),
                 overrides=self.grants.overrides(team_id, agent_id, tool["tool_id"]),
+                team_rules=self.grants.team_rules(team_id, tool["tool_id"]),
                 approval=approval,
                 phase=phase,
             )
@@ -95,8 +103,10 @@ class PolicyDecisionPoint:
     async def _evaluate(self, revision: str, doc: dict[str, Any]) -> Any:
         if not self.cache.enabled:
             return await self._run_engine(doc)
-        key = DecisionCache.key(revision, doc)
+        key = DecisionCache.key(revision, doc, self.reads)
         raw = self.cache.get(key)
+        if self._on_cache is not None:
+            self._on_cache("miss" if raw is None else "hit")
         if raw is None:
             raw = await self._run_engine(doc)
             if raw is not None:  # undefined is never cached: it is an error path

@@ -63,7 +63,7 @@ class PolicyWatcher:
     """Follows activations and hands each new revision to `apply` (which may reject it)."""
 
     def __init__(self, pool: asyncpg.Pool, listener: Listener,
-                 apply: Callable[[PolicySet], Awaitable[None]]) -> None:
+                 apply: Callable[[PolicySet, bool], Awaitable[None]]) -> None:
         self._pool = pool
         self._listener = listener
         self._apply = apply
@@ -82,13 +82,14 @@ class PolicyWatcher:
 
     async def _loop(self) -> None:
         while True:
+            woken = False
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), 30.0)
+                woken = await asyncio.wait_for(self._wake.wait(), 30.0)
             self._wake.clear()
             try:
                 policies = await active_policies(self._pool)
                 if policies is not None:
-                    await self._apply(policies)
+                    await self._apply(policies, woken)
             except Exception as exc:
                 log.warning("policy_refresh_failed", error=str(exc))
                 await asyncio.sleep(1.0)

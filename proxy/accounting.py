@@ -62,5 +62,5 @@ def call_record(call: Call, e: Ending, body: dict[str, Any], *, owner: str, elap
         result_id=e.result_id, http_status=e.http_status,
         response=kept_body(body, call.confidential), diagnostic=body.get("diagnostic"),
         refs={k: v for k, v in e.refs.items() if v} or None, created_at=call.started_at,
-        finished_at=finished, latency_ms=elapsed_s * 1000.0,
+        started_at=call.forwarded_at, finished_at=finished, latency_ms=elapsed_s * 1000.0,
     )

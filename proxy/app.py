@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import timedelta
 
@@ -9,6 +10,7 @@ import structlog
 from aiohttp import web
 
 from pdp.approvals import ApprovalRepository
+from pdp.cache import DecisionCache
 from pdp.embedded import EmbeddedEngine
 from pdp.engine import Engine
 from pdp.errors import PolicyInvalid
@@ -19,10 +21,12 @@ from pdp.point import PolicyDecisionPoint
 from pdp.policy_set import PolicySet, load_policy_dir
 from pdp.policy_store import PolicyWatcher, active_policies
 from pdp.quotas import Quota, QuotaRepository
+from pdp.team_rules import TeamRuleRepository
 from proxy import appkeys as k
+from proxy import tracing
 from proxy.approval_flow import ApprovalFlow
+from proxy.bus import Reconnects, connect
 from proxy.bus import close as close_nats
-from proxy.bus import connect
 from proxy.catalog import Catalog
 from proxy.config import Settings
 from proxy.db import create_pool
@@ -38,19 +42,27 @@ from proxy.middlewares.body_deadline import body_deadline
 from proxy.middlewares.errors import errors
 from proxy.middlewares.hosts import allowed_host
 from proxy.middlewares.http_metrics import http_metrics
+from proxy.middlewares.inputs import refuse_nul
 from proxy.middlewares.mcp_origin import mcp_origin
 from proxy.middlewares.request_context import request_context
 from proxy.middlewares.team_gate import team_gate
+from proxy.middlewares.tracing import trace_request
 from proxy.event_hub import EventHub
 from proxy.housekeeping import Housekeeping
 from proxy.idempotency import IdempotencyStore
 from proxy.inflight import InFlight
 from proxy.pipeline import Pipeline
+from proxy.plugins import routes as plugin_routes
+from proxy.plugins.directory import PluginDirectory
+from proxy.plugins.relay import InternalRelay
+from services.plugins.registry import PluginRegistry
+from proxy.run_budget import RunBudgets
 from proxy.runs import RunRepository
 from proxy.routes import (
     admin_governance,
     admin_grants,
     admin_quotas,
+    admin_team_rules,
     approvals,
     calls,
     events,
@@ -80,7 +92,9 @@ async def _postgres(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _nats(app: web.Application) -> AsyncIterator[None]:
-    app[k.NC] = await connect(app[k.SETTINGS].require_nats_url(), name="toolproxy-proxy")
+    reconnects = app[k.RECONNECTS] = Reconnects()
+    app[k.NC] = await connect(app[k.SETTINGS].require_nats_url(), name="toolproxy-proxy",
+                              reconnects=reconnects)
     yield
     await close_nats(app[k.NC])
 
@@ -90,7 +104,7 @@ def _engine(settings: Settings) -> Engine:
         from pdp.opa import OpaEngine
 
         assert settings.opa_url is not None
-        return OpaEngine(settings.opa_url)
+        return OpaEngine(settings.opa_url, check_every_s=settings.opa_check_every_s)
     return EmbeddedEngine()
 
 
@@ -102,15 +116,20 @@ async def _pdp(app: web.Application) -> AsyncIterator[None]:
     grants = GrantCache(pool, app[k.LISTENER])
     await grants.start()
     engine = _engine(s)
-    pdp = PolicyDecisionPoint(engine, grants, budget_s=s.pdp_budget_ms / 1000.0)
+    cache_metric = app[k.METRICS].pdp_cache
+    pdp = PolicyDecisionPoint(engine, grants, budget_s=s.pdp_budget_ms / 1000.0,
+                              cache=DecisionCache(ttl_s=s.pdp_cache_ttl_s),
+                              on_cache=lambda result: cache_metric.labels(result=result).inc())
     watcher: PolicyWatcher | None = None
     if s.policy_dir is not None:
         policies: PolicySet = load_policy_dir(s.policy_dir)
     else:
         policies = await active_policies(pool) or load_policy_dir()
 
-        async def apply(new: PolicySet) -> None:
-            if new.revision == pdp.revision:
+        async def apply(new: PolicySet, pushed: bool) -> None:
+            # A push (or a reconnect) loads it even at the same revision: an OPA server that
+            # lost its policy gets it back; a periodic check only acts on a new revision.
+            if new.revision == pdp.revision and not pushed:
                 return
             try:
                 revision = await pdp.load(new)
@@ -127,6 +146,7 @@ async def _pdp(app: web.Application) -> AsyncIterator[None]:
     app[k.GRANTS] = grants
     app[k.GRANT_REPO] = GrantRepository(pool)
     app[k.OVERRIDE_REPO] = OverrideRepository(pool)
+    app[k.TEAM_RULE_REPO] = TeamRuleRepository(pool)
     app[k.PDP] = pdp
     yield
     if watcher is not None:
@@ -136,16 +156,24 @@ async def _pdp(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _catalog(app: web.Application) -> AsyncIterator[None]:
-    catalog = Catalog(app[k.NC], app[k.POOL], app[k.METRICS])
+    # The enabled plugins first: the catalog shows a plugin tool only as its enabled version.
+    directory = PluginDirectory(app[k.POOL], app[k.LISTENER])
+    await directory.start()
+    catalog = Catalog(app[k.NC], app[k.POOL], app[k.METRICS], plugins=directory)
     await catalog.start()
+    app[k.PLUGIN_DIRECTORY] = directory
+    app[k.PLUGIN_REGISTRY] = PluginRegistry(app[k.POOL])
+    app[k.RECONNECTS].add("catalog", catalog.rediscover)
     app[k.CATALOG] = catalog
     yield
     await catalog.close()
+    await directory.close()
 
 
 async def _journal(app: web.Application) -> AsyncIterator[None]:
     journal = Journal(app[k.NC], app[k.POOL], app[k.METRICS])
     await journal.start()
+    app[k.RECONNECTS].add("journal", journal.ensure)
     app[k.JOURNAL] = journal
     yield
     await journal.close()
@@ -170,6 +198,7 @@ async def _limits(app: web.Application) -> AsyncIterator[None]:
                            quota_of=app[k.GRANTS].quota, on_counted=remaining,
                            team_per_minute=dict(s.team_rate_per_minute))
     await limiter.start()
+    app[k.RECONNECTS].add("limits", limiter.ensure)
     app[k.LIMITER] = limiter
     app[k.QUOTA_REPO] = QuotaRepository(app[k.POOL])
     yield
@@ -180,6 +209,9 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
     s = app[k.SETTINGS]
     inflight = InFlight(app[k.NC], app[k.POOL])
     await inflight.start()
+    budgets = RunBudgets(app[k.NC], app[k.POOL], app[k.LISTENER])
+    await budgets.start()
+    app[k.RECONNECTS].add("run_budgets", budgets.ensure)
     pipeline = Pipeline(
         settings=s,
         catalog=app[k.CATALOG],
@@ -191,6 +223,7 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
         limiter=app[k.LIMITER],
         idempotency=IdempotencyStore(app[k.POOL], ttl=timedelta(seconds=s.idempotency_ttl_s)),
         runs=RunRepository(app[k.POOL]),
+        budgets=budgets,
         inflight=inflight,
         metrics=app[k.METRICS],
     )
@@ -200,23 +233,29 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
     keeper.start()
     hub = EventHub(app[k.LISTENER])
     await hub.start()
+    relay = InternalRelay(pipeline, app[k.PLUGIN_DIRECTORY], app[k.NC], inflight.instance_id)
+    await relay.start()
+    app[k.PLUGIN_RELAY] = relay
     app[k.PIPELINE] = pipeline
     app[k.APPROVAL_FLOW] = flow
     app[k.EVENT_HUB] = hub
     yield
+    await relay.close()
     await keeper.close()
     await flow.close()
+    await budgets.close()
     await inflight.close()
 
 
 def create_app(settings: Settings) -> web.Application:
-    app = web.Application(
-        # Order, outermost first: request context -> metrics -> errors -> body deadline ->
-        # Host -> Origin (/mcp) -> authentication -> a team's large bodies, a few at a time.
-        middlewares=[request_context, http_metrics, errors, body_deadline, allowed_host,
-                     mcp_origin, authenticate, team_gate],
-        client_max_size=settings.max_body_bytes,
-    )
+    # Order, outermost first: (tracing) -> request context -> metrics -> errors -> body
+    # deadline -> Host -> NUL in the target -> Origin (/mcp) -> authentication -> a team's
+    # large bodies, paced.
+    middlewares = [request_context, http_metrics, errors, body_deadline, allowed_host,
+                   refuse_nul, mcp_origin, authenticate, team_gate]
+    if tracing.setup():
+        middlewares.insert(0, trace_request)
+    app = web.Application(middlewares=middlewares, client_max_size=settings.max_body_bytes)
     app.on_response_prepare.append(harden_response)
     app[k.SETTINGS] = settings
     app[k.HOSTS] = (HostAllowlist.default(settings.host) if settings.allowed_hosts is None
@@ -229,7 +268,9 @@ def create_app(settings: Settings) -> web.Application:
     app[k.VERIFIER] = TokenVerifier(settings)
     # Created in order, released in reverse.
     app.cleanup_ctx.extend([_postgres, _nats, _pdp, _catalog, _journal, _limits, _pipeline])
-    for module in (tools, usage, admin_grants, admin_governance, admin_quotas, approvals, calls,
-                   runs, events, mcp, openai_tools, probes):
+    if tracing.enabled():
+        app.on_cleanup.append(lambda _: asyncio.to_thread(tracing.shutdown))
+    for module in (tools, usage, admin_grants, admin_governance, admin_quotas, admin_team_rules,
+                   approvals, calls, runs, events, mcp, openai_tools, plugin_routes, probes):
         app.router.add_routes(module.routes)
     return app

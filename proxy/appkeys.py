@@ -11,7 +11,9 @@ from pdp.listener import Listener
 from pdp.overrides import OverrideRepository
 from pdp.point import PolicyDecisionPoint
 from pdp.quotas import QuotaRepository
+from pdp.team_rules import TeamRuleRepository
 from proxy.approval_flow import ApprovalFlow
+from proxy.bus import Reconnects
 from proxy.catalog import Catalog
 from proxy.event_hub import EventHub
 from proxy.http.allowlists import HostAllowlist, OriginAllowlist
@@ -20,6 +22,9 @@ from proxy.config import Settings
 from proxy.identity import Identity
 from proxy.metrics import Metrics
 from proxy.pipeline import Pipeline
+from proxy.plugins.directory import PluginDirectory
+from proxy.plugins.relay import InternalRelay
+from services.plugins.registry import PluginRegistry
 from proxy.tokens import TokenVerifier
 from proxy.journal import Journal
 from proxy.limits.limiter import Limiter
@@ -30,11 +35,13 @@ VERIFIER = web.AppKey("verifier", TokenVerifier)
 POOL = web.AppKey("pool", asyncpg.Pool)
 LISTENER = web.AppKey("listener", Listener)
 NC = web.AppKey("nats", NATS)
+RECONNECTS = web.AppKey("reconnects", Reconnects)
 GRANTS = web.AppKey("grants", GrantCache)
 GRANT_REPO = web.AppKey("grant_repo", GrantRepository)
 PDP = web.AppKey("pdp", PolicyDecisionPoint)
 CATALOG = web.AppKey("catalog", Catalog)
 OVERRIDE_REPO = web.AppKey("override_repo", OverrideRepository)
+TEAM_RULE_REPO = web.AppKey("team_rule_repo", TeamRuleRepository)
 JOURNAL = web.AppKey("journal", Journal)
 LIMITER = web.AppKey("limiter", Limiter)
 QUOTA_REPO = web.AppKey("quota_repo", QuotaRepository)
@@ -44,6 +51,9 @@ EVENT_HUB = web.AppKey("event_hub", EventHub)
 HOSTS = web.AppKey("allowed_hosts", HostAllowlist)
 ORIGINS = web.AppKey("allowed_origins", OriginAllowlist)
 TEAM_GATE = web.AppKey("team_gate", TeamGate)
+PLUGIN_DIRECTORY = web.AppKey("plugin_directory", PluginDirectory)
+PLUGIN_REGISTRY = web.AppKey("plugin_registry", PluginRegistry)
+PLUGIN_RELAY = web.AppKey("plugin_relay", InternalRelay)
 
 IDENTITY = web.RequestKey("identity", Identity)  # set by the authentication middleware
 

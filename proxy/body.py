@@ -9,6 +9,7 @@ from pydantic import BaseModel, ValidationError
 
 from proxy.appkeys import SETTINGS
 from proxy.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType
+from proxy.strict import json_text_problem
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -32,6 +33,12 @@ async def read_model(request: web.Request, model: type[M]) -> M:
     if not data:
         raise InvalidRequest("a JSON body is required")
     try:
-        return model.model_validate_json(data)
+        parsed = model.model_validate_json(data)
     except ValidationError as exc:
         raise InvalidRequest(describe(exc)) from None
+    # What Postgres and orjson cannot keep (NUL, integers beyond 64 bits, NaN/Infinity), in
+    # any value (tool arguments, plans): refused before anything runs.
+    problem = json_text_problem(data)
+    if problem is not None:
+        raise InvalidRequest(problem)
+    return parsed

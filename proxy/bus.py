@@ -1,8 +1,10 @@
-"""The one NATS connection a process owns: reconnecting forever, logging state changes."""
+"""The one NATS connection a process owns: reconnecting forever, logging state changes, and
+running the owners' hooks after each reconnect (what the server may have lost is re-ensured)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 import nats
 import structlog
@@ -10,8 +12,35 @@ from nats.aio.client import Client as NATS
 
 log = structlog.get_logger("toolproxy.nats")
 
+Hook = Callable[[], Awaitable[None]]
 
-async def connect(url: str, *, name: str) -> NATS:
+
+class Reconnects:
+    """Coroutines run, in order, each time the connection comes back. A restarted server may
+    have lost memory-backed streams (rate buckets) or everything (a new store); subscriptions
+    come back by themselves, JetStream assets and announcements do not."""
+
+    def __init__(self) -> None:
+        self._hooks: list[tuple[str, Hook]] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def add(self, name: str, hook: Hook) -> None:
+        self._hooks.append((name, hook))
+
+    def fire(self) -> None:
+        task = asyncio.ensure_future(self._run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run(self) -> None:
+        for name, hook in self._hooks:
+            try:
+                await hook()
+            except Exception as exc:  # the next failing call re-ensures it again
+                log.warning("reconnect_hook_failed", hook=name, error=str(exc) or type(exc).__name__)
+
+
+async def connect(url: str, *, name: str, reconnects: Reconnects | None = None) -> NATS:
     async def on_error(exc: Exception) -> None:
         log.warning("nats_error", error=str(exc) or type(exc).__name__)
 
@@ -20,13 +49,15 @@ async def connect(url: str, *, name: str) -> NATS:
 
     async def on_reconnect() -> None:
         log.info("nats_reconnected")
+        if reconnects is not None:
+            reconnects.fire()
 
     return await nats.connect(
         url,
         name=name,
         connect_timeout=5,
         max_reconnect_attempts=-1,
-        reconnect_time_wait=0.5,
+        reconnect_time_wait=0.25,
         error_cb=on_error,
         disconnected_cb=on_disconnect,
         reconnected_cb=on_reconnect,

@@ -43,6 +43,10 @@ class Call:
     resumed: bool = False
     idempotency_key: str | None = None
     run_reserved: bool = False  # a call was counted against a registered run's budget
+    # An internal call of a plugin: the plugin's own call, and that call's deadline (epoch s).
+    parent_call_id: str | None = None
+    deadline: float | None = None
+    forwarded_at: datetime | None = None  # when it was handed to its tool
     events: list[EventRecord] = field(default_factory=list)  # emitted so far
 
     @property

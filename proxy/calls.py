@@ -78,13 +78,38 @@ WHERE c.status NOT IN ('COMPLETED', 'FAILED', 'DENIED', 'UNAVAILABLE', 'CANCELLE
 """
 
 
+# Fields an update keeps from the earlier record when it has one (the rest: the later wins).
+_FIRST_WINS = ("result_id", "started_at")
+_MERGED = ("owner", "decision_id", "result_id", "http_status", "response", "diagnostic", "refs",
+           "started_at", "deadline_at", "finished_at", "latency_ms")
+
+
+def fold(records: list[CallRecord]) -> list[CallRecord]:
+    """One record per call, merged exactly as the upsert merges a later record into a row: a
+    terminal record is final; otherwise non-empty fields of the later record win (but the first
+    result_id and started_at stay). Postgres refuses an upsert touching a row twice."""
+    merged: dict[str, CallRecord] = {}
+    for r in records:
+        old = merged.get(r.call_id)
+        if old is None:
+            merged[r.call_id] = r
+        elif old.status not in TERMINAL:
+            update: dict[str, Any] = {"status": r.status}
+            for name in _MERGED:
+                new, before = getattr(r, name), getattr(old, name)
+                keep_old = before is not None and (new is None or name in _FIRST_WINS)
+                update[name] = before if keep_old else new
+            merged[r.call_id] = old.model_copy(update=update)
+    return list(merged.values())
+
+
 async def write_calls(conn: asyncpg.Connection, records: list[CallRecord]) -> None:
     """Upsert; a call that already reached a terminal status is never changed again (so a
     late start record, or a second ending, cannot undo the first ending)."""
     if not records:
         return
     cols: list[list[Any]] = [[] for _ in range(22)]
-    for r in records:
+    for r in fold(records):
         values = (
             uuid.UUID(r.call_id), r.team_id, r.agent_id, r.agent_run_id, r.tool, r.status,
             r.owner, r.args_hash, r.args_size, r.confidential, r.idempotency_key,
@@ -103,16 +128,22 @@ def _iso(v: datetime | None) -> str | None:
     return v.isoformat() if v else None
 
 
-async def read_call(pool: asyncpg.Pool, call_id: str, team_id: str) -> dict[str, Any] | None:
-    """The call as GET /v1/calls/{id} shows it; None for another team's call (a 404, never a
-    403: other teams' calls do not exist for the caller)."""
-    try:
-        cid = uuid.UUID(call_id)
-    except ValueError:
-        return None
-    r = await pool.fetchrow("SELECT * FROM calls WHERE call_id = $1 AND team_id = $2", cid, team_id)
-    if r is None:
-        return None
+def result_id_for(call_id: str) -> str:
+    """A call's result id: derived from its call id by a fixed mask that keeps the UUID's
+    version and variant, so a result is found from its id alone (GET /v1/results/{id}), in
+    Postgres or still in the journal. Different from the call id, one per call."""
+    return str(uuid.UUID(int=uuid.UUID(call_id).int ^ _RESULT_MASK))
+
+
+def call_id_of(result_id: str) -> str:
+    return str(uuid.UUID(int=uuid.UUID(result_id).int ^ _RESULT_MASK))
+
+
+_RESULT_MASK = int("a5a5a5a5a5a50a5a1a5aa5a5a5a5a5a5", 16)  # zero on the version and variant bits
+
+
+def call_view(r: Any) -> dict[str, Any]:
+    """The call as GET /v1/calls/{id} shows it, from a row or a record (same field names)."""
     response = r["response"] or {}
     refs = r["refs"] or {}
     return {
@@ -140,3 +171,20 @@ async def read_call(pool: asyncpg.Pool, call_id: str, team_id: str) -> dict[str,
         "diagnostic": r["diagnostic"],
         "approval_id": response.get("approval_id"),
     }
+
+
+def result_view(call: dict[str, Any]) -> dict[str, Any]:
+    keys = ("result_id", "call_id", "tool", "status", "output", "error", "tokens_used", "cost_1t",
+            "object_refs", "artifacts", "observations", "provenance_refs", "finished_at")
+    return {k: call[k] for k in keys}
+
+
+async def read_call(pool: asyncpg.Pool, call_id: str, team_id: str) -> dict[str, Any] | None:
+    """The call as GET /v1/calls/{id} shows it; None for another team's call (a 404, never a
+    403: other teams' calls do not exist for the caller)."""
+    try:
+        cid = uuid.UUID(call_id)
+    except ValueError:
+        return None
+    r = await pool.fetchrow("SELECT * FROM calls WHERE call_id = $1 AND team_id = $2", cid, team_id)
+    return call_view(r) if r is not None else None

@@ -25,7 +25,7 @@ class Settings(BaseSettings):
     database_url: SecretStr | None = None
     nats_url: str | None = None
     db_pool_min: int = Field(default=2, ge=1)
-    db_pool_max: int = Field(default=20, ge=1)
+    db_pool_max: int = Field(default=10, ge=1)  # per worker process
 
     # Tokens: HS256 with a secret (from here, or generated into the data dir for dev),
     # or RS256/ES256 with a public key file (production, tokens minted by your IdP).
@@ -41,8 +41,12 @@ class Settings(BaseSettings):
 
     pdp: Literal["embedded", "opa"] = "embedded"
     opa_url: str | None = None
+    opa_check_every_s: float = Field(default=1.0, gt=0, le=3600)  # is the server still holding our policy?
     policy_dir: Path | None = None  # pins this replica to a directory of policies
     pdp_budget_ms: float = Field(default=50.0, gt=0, le=5_000)  # over budget: a denial
+    # How long a decision is reused for an identical input (0: never). Also how long cached
+    # allows outlive a PDP that died; never across a policy revision.
+    pdp_cache_ttl_s: float = Field(default=5.0, ge=0, le=300)
     approval_ttl_s: int = Field(default=900, ge=1, le=7 * 24 * 3600)
 
     # Where rate buckets and quota counters live: "nats" (JetStream KV, the default: concurrent
@@ -80,6 +84,12 @@ class Settings(BaseSettings):
     max_artifact_bytes: int = Field(default=4 << 20, ge=1024)  # a reply larger is refused
     idempotency_ttl_s: int = Field(default=24 * 3600, ge=1, le=30 * 24 * 3600)
     events_retention_days: float = Field(default=7.0, gt=0, le=3650)
+    # An SSE stream (GET /v1/events/stream) ends after this long; the client reconnects with
+    # Last-Event-ID (below a load balancer's own connection age, where there is one).
+    events_stream_max_s: float = Field(default=3600.0, gt=0, le=86_400)
+    # A call still running after this long is put on record as RUNNING (seen by every replica,
+    # resolved if its replica dies); a shorter one is recorded once, when it ends. 0: at once.
+    start_note_after_ms: float = Field(default=250.0, ge=0, le=60_000)
     # A replica silent this long is gone: its RUNNING calls past their deadline are resolved.
     lost_after_s: float = Field(default=10.0, ge=1)
     housekeeping_every_s: float = Field(default=5.0, gt=0)

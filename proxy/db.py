@@ -22,9 +22,16 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         )
 
 
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """Released connections are not reset: nothing here leaves session state behind (no SET
+    outside a transaction, no LISTEN, no session advisory lock), and asyncpg's default reset
+    is a query per release."""
+
+
 async def create_pool(url: str, *, min_size: int = 2, max_size: int = 20) -> asyncpg.Pool:
     pool = await asyncpg.create_pool(
-        url, min_size=min_size, max_size=max_size, init=_init_connection, command_timeout=30
+        url, min_size=min_size, max_size=max_size, init=_init_connection, command_timeout=30,
+        reset=_keep_session,
     )
     assert pool is not None
     return pool

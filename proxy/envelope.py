@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from proxy.identity import ID_PATTERN
+from proxy.strict import TOOL_NAME_SCHEMA, StrictModel
 
 
-class CallContext(BaseModel):
+class CallContext(StrictModel):
     """Caller-supplied context. The team is checked against the token; other keys are ignored."""
 
     model_config = ConfigDict(extra="ignore")
@@ -19,11 +20,10 @@ class CallContext(BaseModel):
     confidential: bool = False
 
 
-class InvokeRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    # The name's shape is checked separately so a bad name gets its own clear message.
-    tool: str = Field(min_length=1, max_length=256)
+class InvokeRequest(StrictModel):
+    # The name's shape is checked by the pipeline (every surface), so a bad name gets its own
+    # clear message; the document states the same pattern.
+    tool: str = Field(min_length=1, max_length=256, json_schema_extra=TOOL_NAME_SCHEMA)
     args: dict[str, Any] = Field(default_factory=dict)
     context: CallContext = Field(default_factory=CallContext)
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=255)

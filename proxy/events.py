@@ -77,13 +77,18 @@ async def write_events(conn: asyncpg.Connection, records: list[EventRecord]) -> 
         )
         first = last - len(items) + 1
         items = sorted(items, key=lambda e: e.time)
-        await conn.executemany(
+        await conn.execute(
             """INSERT INTO events (team_id, sequence, event_id, type, time, run_id, call_id, refs, payload)
-               VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+               SELECT $1, first_seq + n - 1, e, t, tm, r, c, refs::jsonb, p::jsonb
+               FROM unnest($3::uuid[], $4::text[], $5::timestamptz[], $6::text[], $7::uuid[],
+                           $8::text[], $9::text[]) WITH ORDINALITY AS b(e, t, tm, r, c, refs, p, n),
+                    (SELECT $2::bigint AS first_seq) f
                ON CONFLICT (event_id) DO NOTHING""",
-            [(team, first + i, uuid.UUID(e.event_id), e.type, e.time, e.run_id,
-              uuid.UUID(e.call_id) if e.call_id else None, e.refs, e.payload)
-             for i, e in enumerate(items)],
+            team, first,
+            [uuid.UUID(e.event_id) for e in items], [e.type for e in items], [e.time for e in items],
+            [e.run_id for e in items], [uuid.UUID(e.call_id) if e.call_id else None for e in items],
+            [orjson.dumps(e.refs).decode() for e in items],
+            [orjson.dumps(e.payload).decode() for e in items],
         )
         await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, team)
 

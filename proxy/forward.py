@@ -25,6 +25,7 @@ class CallMeta:
     agent_id: str
     run_id: str | None
     confidential: bool
+    replica: str | None = None  # plugin calls: where the plugin's internal() calls come back
 
 
 class BadToolReply(Exception):
@@ -43,6 +44,8 @@ def headers_for(meta: CallMeta, deadline_epoch_s: float) -> dict[str, str]:
         h[p.H_RUN_ID] = meta.run_id
     if meta.confidential:
         h[p.H_CONFIDENTIAL] = "1"
+    if meta.replica:
+        h[p.H_REPLICA] = meta.replica
     return h
 
 

@@ -6,6 +6,12 @@ when Postgres is briefly down or this replica dies right after answering. A reco
 (publish acknowledged) before the response is sent; a durable consumer shared by all replicas
 writes batches in one transaction and acks only after the commit. Primary keys (call_id,
 decision_id) make redelivery harmless: exactly one row each.
+
+A call's records travel on a subject of their own (`toolproxy.journal.call.<call_id>`), so
+until the writer has committed it, any replica reads a call's latest state straight from the
+stream (read your own writes). If NATS is down, records go to Postgres directly; if the
+server lost the stream or the consumer, they are re-created (after a reconnect, or on the
+first error that says so).
 """
 
 from __future__ import annotations
@@ -21,11 +27,12 @@ from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pdp.decision_log import DecisionRecord, write_decisions
 from proxy.calls import CallRecord, write_calls
 from proxy.events import EventRecord, write_events
+from proxy.jetstream import Ensure, asset_missing
 from proxy.metrics import Metrics
 from proxy.usage import UsageRecord, write_batch
 
@@ -49,6 +56,16 @@ class Entry(BaseModel):
     events: list[EventRecord] = Field(default_factory=list)
     key: str  # deduplication id
 
+    @property
+    def subject(self) -> str:
+        call_id = self.call.call_id if self.call is not None else (
+            self.usage.call_id if self.usage is not None else None)
+        return call_subject(call_id) if call_id is not None else f"{SUBJECT_PREFIX}.misc"
+
+
+def call_subject(call_id: str) -> str:
+    return f"{SUBJECT_PREFIX}.call.{call_id}"
+
 
 async def write_entries(conn: asyncpg.Connection, entries: list[Entry]) -> None:
     async with conn.transaction():
@@ -68,11 +85,27 @@ async def ensure_stream(js: JetStreamContext) -> None:
         storage=StorageType.FILE,
         max_age=7 * 24 * 3600,
         duplicate_window=120,
+        allow_direct=True,  # a call's latest record, read by subject from any replica
     )
     try:
-        await js.stream_info(STREAM)
+        info = await js.stream_info(STREAM)
     except NotFoundError:
         await js.add_stream(config)
+        return
+    if not info.config.allow_direct:
+        await js.update_stream(config)
+
+
+async def ensure_consumer(js: JetStreamContext) -> None:
+    await js.add_consumer(  # idempotent with the same configuration
+        STREAM,
+        ConsumerConfig(
+            durable_name=CONSUMER,
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=30,
+            max_ack_pending=20_000,
+        ),
+    )
 
 
 class Journal:
@@ -84,12 +117,13 @@ class Journal:
         pool: asyncpg.Pool,
         metrics: Metrics,
         *,
-        batch_size: int = 500,
-        publish_timeout_s: float = 2.0,
+        batch_size: int = 200,
+        publish_timeout_s: float = 1.0,
         linger_s: float = 0.05,
     ) -> None:
         self._nc = nc
         self._js = nc.jetstream(timeout=publish_timeout_s)
+        self.ensure = Ensure(self._ensure)
         self._pool = pool
         self._metrics = metrics
         self._batch_size = batch_size
@@ -100,17 +134,12 @@ class Journal:
         self._sub: Any = None
 
     async def start(self) -> None:
-        await ensure_stream(self._js)
-        await self._js.add_consumer(
-            STREAM,
-            ConsumerConfig(
-                durable_name=CONSUMER,
-                ack_policy=AckPolicy.EXPLICIT,
-                ack_wait=30,
-                max_ack_pending=20_000,
-            ),
-        )
+        await self.ensure()
         self._task = asyncio.create_task(self._run(), name="journal-writer")
+
+    async def _ensure(self) -> None:
+        await ensure_stream(self._js)
+        await ensure_consumer(self._js)
 
     async def close(self) -> None:
         self._stopping = True
@@ -129,14 +158,14 @@ class Journal:
             if self._fallback:
                 log.error("journal_entries_unwritten_at_shutdown", count=len(self._fallback))
 
-    async def note(self, entry: Entry, team_id: str) -> None:
+    async def note(self, entry: Entry) -> None:
         """Best effort, no round trip (a call's start: its RUNNING row and first events).
         JetStream stores it like any other entry; nothing waits for the acknowledgement."""
+        if not self._nc.is_connected:
+            return
         try:
-            await self._nc.publish(
-                f"{SUBJECT_PREFIX}.{team_id}", entry.model_dump_json().encode(),
-                headers={"Nats-Msg-Id": entry.key},
-            )
+            await self._nc.publish(entry.subject, entry.model_dump_json().encode(),
+                                   headers={"Nats-Msg-Id": entry.key})
         except Exception as exc:
             log.warning("journal_note_failed", error=str(exc))
 
@@ -147,7 +176,6 @@ class Journal:
         decisions: list[DecisionRecord] | None = None,
         call: CallRecord | None = None,
         events: list[EventRecord] | None = None,
-        team_id: str | None = None,
         key: str | None = None,
     ) -> None:
         """Durable before return: JetStream ack, else a direct Postgres write, else kept in
@@ -159,18 +187,8 @@ class Journal:
         key = key or (usage.call_id if usage is not None else
                       decisions[0].decision_id if decisions else events[0].event_id)
         entry = Entry(usage=usage, call=call, decisions=decisions, events=events, key=key)
-        team = team_id or (usage.team_id if usage is not None else
-                           decisions[0].team_id if decisions else events[0].team_id)
-        try:
-            await self._js.publish(
-                f"{SUBJECT_PREFIX}.{team}",
-                entry.model_dump_json().encode(),
-                headers={"Nats-Msg-Id": key},
-            )
+        if self._nc.is_connected and await self._publish(entry):
             return
-        except Exception as exc:
-            self._metrics.nats_errors.labels(kind="journal_publish").inc()
-            log.warning("journal_publish_failed", error=str(exc))
         try:
             await self._write([entry])
         except Exception as exc:
@@ -178,13 +196,52 @@ class Journal:
             log.error("journal_entry_deferred", key=key, error=str(exc))
             self._fallback.append(entry)
 
+    async def _publish(self, entry: Entry) -> bool:
+        data = entry.model_dump_json().encode()
+        for attempt in (1, 2):
+            try:
+                await self._js.publish(entry.subject, data, headers={"Nats-Msg-Id": entry.key})
+                return True
+            except Exception as exc:
+                self._metrics.nats_errors.labels(kind="journal_publish").inc()
+                if attempt == 1 and asset_missing(exc):
+                    log.warning("journal_stream_missing", error=str(exc))
+                    try:
+                        await self.ensure()
+                    except Exception as again:
+                        log.warning("journal_ensure_failed", error=str(again))
+                        return False
+                    continue
+                log.warning("journal_publish_failed", error=str(exc) or type(exc).__name__)
+        return False
+
+    async def latest_call(self, call_id: str) -> CallRecord | None:
+        """The call's latest record still in the stream (not yet written to Postgres), or None."""
+        if not self._nc.is_connected:
+            return None
+        try:
+            msg = await self._js.get_last_msg(STREAM, call_subject(call_id), direct=True)
+        except Exception:  # not there (written and acked), or the stream is unreachable
+            return None
+        try:
+            return Entry.model_validate_json(msg.data).call
+        except ValidationError:
+            return None
+
     async def _write(self, entries: list[Entry]) -> None:
         async with self._pool.acquire() as conn:
             await write_entries(conn, entries)
         self._metrics.usage_written.inc(sum(1 for e in entries if e.usage is not None))
 
+    async def _bind(self) -> Any:
+        if self._sub is not None:
+            with contextlib.suppress(Exception):
+                await self._sub.unsubscribe()
+        self._sub = await self._js.pull_subscribe_bind(CONSUMER, stream=STREAM)
+        return self._sub
+
     async def _run(self) -> None:
-        sub = self._sub = await self._js.pull_subscribe_bind(CONSUMER, stream=STREAM)
+        sub = await self._bind()
         loop = asyncio.get_running_loop()
         next_depth = 0.0
         while not self._stopping:
@@ -197,11 +254,20 @@ class Journal:
             except asyncio.TimeoutError:
                 continue
             except Exception as exc:
-                log.warning("journal_fetch_failed", error=str(exc))
-                await asyncio.sleep(0.5)
+                log.warning("journal_fetch_failed", error=str(exc) or type(exc).__name__)
+                await asyncio.sleep(0.25)
+                if self._nc.is_connected:
+                    # The server may have lost the stream or the consumer: ensure, bind again.
+                    try:
+                        await self.ensure()
+                        sub = await self._bind()
+                    except Exception as again:
+                        log.warning("journal_rebind_failed", error=str(again) or type(again).__name__)
                 continue
             entries: list[Entry] = []
-            for m in msgs:
+            for i, m in enumerate(msgs):
+                if i and i % 50 == 0:
+                    await asyncio.sleep(0)  # the writer shares the loop with requests: let them in
                 try:
                     entries.append(Entry.model_validate_json(m.data))
                 except Exception:
@@ -223,6 +289,7 @@ class Journal:
             except Exception as exc:
                 # A record Postgres refuses must not block the others: write one by one.
                 self._metrics.usage_write_errors.inc()
+                self._metrics.journal_refused.inc()
                 log.warning("journal_batch_refused", size=len(entries), error=str(exc))
                 await self._one_by_one(msgs)
                 continue
@@ -259,7 +326,10 @@ class Journal:
         """Buffer depth as the stream sees it (shared by all replicas), not a local count."""
         try:
             info = await self._js.consumer_info(STREAM, CONSUMER)
-        except Exception:
+        except Exception as exc:
+            if asset_missing(exc):
+                with contextlib.suppress(Exception):
+                    await self.ensure()
             return
         depth = (info.num_pending or 0) + (info.num_ack_pending or 0) + len(self._fallback)
         self._metrics.usage_pending.set(depth)

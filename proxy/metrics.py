@@ -93,6 +93,14 @@ class Metrics:
             "Journal entries Postgres refused repeatedly, set aside (logged in full)",
             registry=r,
         )
+        self.journal_refused = Counter(
+            "toolproxy_journal_batches_refused_total",
+            "Journal batches Postgres refused whole (then written entry by entry)",
+            registry=r,
+        )
+        self.pdp_cache = Counter(
+            "toolproxy_pdp_cache_total", "Decision cache lookups by result", ["result"], registry=r
+        )
         self.usage_lag = Histogram(
             "toolproxy_usage_write_lag_seconds",
             "Time from a call's end to its usage row being committed",

@@ -1,112 +1,305 @@
-"""The OpenAPI 3.1 document of the HTTP API, built from the same pydantic models the routes
-validate with (GET /openapi.json)."""
+"""The OpenAPI 3.1 document of the HTTP API (GET /openapi.json): request bodies from the same
+pydantic models the routes validate with, every status code each route answers with its
+schema, and the parameters with the types, bounds and patterns the server enforces."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel
 
 from proxy.envelope import InvokeRequest
-from proxy.routes.admin_governance import OverrideKey, OverrideRequest, PolicyPush
+from proxy.identity import ID_PATTERN
+from proxy.openapi_schemas import (
+    ANY,
+    SCHEMAS,
+    STR,
+    Schema,
+    array_of,
+    listing,
+    obj,
+    ref,
+    wrap,
+)
+from proxy.params import UUID_PATTERN
+from proxy.plugins.routes import PluginInstall, PluginName, PluginVersion
+from proxy.routes.admin_governance import RESULTS, OverrideKey, OverrideRequest, PolicyPush
 from proxy.routes.admin_grants import GrantRequest
 from proxy.routes.admin_quotas import QuotaBody, QuotaKey
-from proxy.routes.approvals import DecisionBody, ResumeBody
+from proxy.routes.admin_team_rules import TeamRuleKey, TeamRuleRequest
+from proxy.routes.approvals import STATES, DecisionBody, ResumeBody
+from proxy.routes.events import MAX_LIMIT
 from proxy.routes.openai_tools import ToolCallsBody
 from proxy.routes.runs import Complete, Plan, StartRun
+from proxy.strict import INT64_MAX, TOOL_NAME_PATTERN
+from proxy.usage import GROUPS
 
-# (method, path, tag, summary, request body model, public)
-OPERATIONS: list[tuple[str, str, str, str, type[BaseModel] | None, bool]] = [
-    ("post", "/v1/tools/invoke", "tools", "Invoke a tool through the whole pipeline", InvokeRequest, False),
-    ("get", "/v1/tools", "tools", "The catalog, filtered to what the caller may call", None, False),
-    ("get", "/v1/calls/{call_id}", "calls", "A call: status, timing, output, references", None, False),
-    ("post", "/v1/calls/{call_id}/resume", "calls", "Run an approved call (exactly once)", ResumeBody, False),
-    ("post", "/v1/calls/{call_id}/cancel", "calls", "Cancel a running or held call", None, False),
-    ("get", "/v1/artifacts/{artifact_id}", "calls", "An output kept whole as an artifact", None, False),
-    ("post", "/v1/runs", "runs", "Start a run (turn), optionally with a budget", StartRun, False),
-    ("post", "/v1/runs/{run_id}/plan", "runs", "Publish the run's plan", Plan, False),
-    ("post", "/v1/runs/{run_id}/complete", "runs", "Complete the run", Complete, False),
-    ("get", "/v1/runs/{run_id}", "runs", "A run with its calls and totals", None, False),
-    ("get", "/v1/events", "events", "Events after a cursor (per-team sequence)", None, False),
-    ("get", "/v1/events/stream", "events", "Events as server-sent events (Last-Event-ID)", None, False),
-    ("get", "/v1/approvals", "governance", "Calls awaiting (or past) approval", None, False),
-    ("post", "/v1/approvals/{approval_id}/decision", "governance", "Approve or deny a held call", DecisionBody, False),
-    ("get", "/v1/usage", "usage", "Usage totals for a day or a range", None, False),
-    ("post", "/v1/admin/grants", "admin", "Grant a capability", GrantRequest, False),
-    ("get", "/v1/admin/grants", "admin", "List grants", None, False),
-    ("post", "/v1/admin/grants/revoke", "admin", "Revoke a grant", GrantRequest, False),
-    ("post", "/v1/admin/overrides", "admin", "Allow or deny one tool for one agent", OverrideRequest, False),
-    ("get", "/v1/admin/overrides", "admin", "List overrides", None, False),
-    ("post", "/v1/admin/overrides/delete", "admin", "Delete an override", OverrideKey, False),
-    ("post", "/v1/admin/quotas", "admin", "Set a daily quota", QuotaBody, False),
-    ("get", "/v1/admin/quotas", "admin", "Quotas with today's use", None, False),
-    ("post", "/v1/admin/quotas/delete", "admin", "Delete a quota", QuotaKey, False),
-    ("get", "/v1/admin/decisions", "admin", "The decision log", None, False),
-    ("get", "/v1/admin/policies", "admin", "Serving policy revision and history", None, False),
-    ("post", "/v1/admin/policies", "admin", "Push (validate, test, activate) a policy revision", PolicyPush, False),
-    ("post", "/mcp", "agents", "MCP over streamable HTTP (JSON-RPC)", None, False),
-    ("get", "/v1/openai/tools", "agents", "The callable catalog as OpenAI tools", None, False),
-    ("post", "/v1/openai/tool_calls", "agents", "Run an assistant message's tool_calls", ToolCallsBody, False),
-    ("get", "/healthz", "operations", "Liveness", None, True),
-    ("get", "/readyz", "operations", "Readiness (Postgres, NATS, policy, catalog)", None, True),
-    ("get", "/metrics", "operations", "Prometheus metrics", None, True),
-    ("get", "/openapi.json", "operations", "This document", None, True),
+JSON = "application/json"
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    schema: Schema
+    where: str = "query"
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Op:
+    """One route. `responses`: status -> schema (None: no body; a (media type, schema) pair
+    for a body that is not JSON). The errors every route shares are added by `_responses`."""
+
+    method: str
+    path: str
+    tag: str
+    summary: str
+    responses: dict[int, Schema | tuple[str, Schema] | None]
+    body: type[BaseModel] | Schema | None = None
+    body_required: bool = True
+    params: tuple[Param, ...] = ()
+    public: bool = False
+    errors: dict[int, Schema] = field(default_factory=dict)  # overrides of the Error schema
+
+
+def _int(lo: int = 0, hi: int = INT64_MAX, default: int | None = None) -> Schema:
+    s: Schema = {"type": "integer", "minimum": lo, "maximum": hi}
+    if default is not None:
+        s["default"] = default
+    return s
+
+
+ID_SCHEMA: Schema = {"type": "string", "pattern": ID_PATTERN, "maxLength": 64}
+UUID_SCHEMA: Schema = {"type": "string", "pattern": UUID_PATTERN, "maxLength": 36}
+DATE: Schema = {"type": "string", "format": "date", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"}
+DATE_TIME: Schema = {"type": "string", "format": "date-time", "maxLength": 40}
+# Path parameters by name: the shapes the routes accept (anything else is 404).
+PATH_PARAMS: dict[str, Schema] = {"run_id": ID_SCHEMA, "call_id": UUID_SCHEMA,
+                                  "result_id": UUID_SCHEMA, "approval_id": UUID_SCHEMA,
+                                  "artifact_id": UUID_SCHEMA}
+
+TEAM = Param("team_id", ID_SCHEMA, description="another team (admins; governance: its own only)")
+LIMIT = Param("limit", _int(1, 1000, 100))
+CURSOR = Param("cursor", _int(0, INT64_MAX, 0), description="the last sequence already seen")
+
+# Statuses and their error codes, as a reading aid in the document.
+ERROR_NOTES = {
+    400: "invalid_request / invalid_args (NUL characters, integers beyond 64 bits, non-finite "
+         "numbers, wrong types, patterns and bounds)",
+    401: "unauthenticated", 403: "forbidden / denied / run_budget_exceeded",
+    404: "not_found / unknown_tool", 409: "a conflict (idempotency_conflict, run_exists...)",
+    413: "payload_too_large", 415: "unsupported_media_type",
+    429: "rate_limited / quota_exceeded (Retry-After)", 499: "cancelled: the client went away",
+    502: "proxy_lost: the replica running the call died",
+    503: "tool_unavailable / pdp_unavailable / policy_undefined / limits_unavailable / "
+         "dependency_unavailable", 504: "timeout",
+}
+
+CALL_OUTCOMES: dict[int, Schema | tuple[str, Schema] | None] = {
+    200: ref("CallResult"), 202: ref("AuthorizationRequired"), 403: ref("Error"),
+    404: ref("Error"), 409: ref("Error"), 429: ref("Error"), 502: ref("Error"), 504: ref("Error"),
+}
+GOVERNANCE = {403: ref("Error")}
+
+OPERATIONS: list[Op] = [
+    Op("post", "/v1/tools/invoke", "tools", "Invoke a tool through the whole pipeline",
+       CALL_OUTCOMES, InvokeRequest),
+    Op("get", "/v1/tools", "tools", "The catalog, filtered to what the caller may call",
+       {200: listing("tools", ref("CatalogEntry"))}),
+    Op("get", "/v1/calls/{call_id}", "calls", "A call: status, timing, output, references",
+       {200: ref("Call"), 404: ref("Error")}),
+    Op("get", "/v1/results/{result_id}", "calls", "A call's result by its result_id",
+       {200: ref("Result"), 404: ref("Error")}),
+    Op("post", "/v1/calls/{call_id}/resume", "calls", "Run an approved call (exactly once)",
+       {**CALL_OUTCOMES, 499: ref("Error")}, ResumeBody, body_required=False),
+    Op("post", "/v1/calls/{call_id}/cancel", "calls", "Cancel a running or held call",
+       {200: ref("Call"), 202: obj(["call_id", "status"], {"call_id": STR, "status": {"const": "CANCELLING"}}),
+        403: ref("Error"), 404: ref("Error"), 409: ref("Error")}),
+    Op("get", "/v1/artifacts/{artifact_id}", "calls", "An output kept whole as an artifact",
+       {200: ("*/*", ANY), 404: ref("Error")}),
+    Op("post", "/v1/runs", "runs", "Start a run (turn), optionally with a budget (body `{}` for none)",
+       {201: ref("Run"), 409: ref("Error")}, StartRun),
+    Op("post", "/v1/runs/{run_id}/plan", "runs", "Publish the run's plan",
+       {200: ref("Run"), 403: ref("Error"), 404: ref("Error"), 409: ref("Error")}, Plan),
+    Op("post", "/v1/runs/{run_id}/complete", "runs", "Complete the run",
+       {200: ref("Run"), 403: ref("Error"), 404: ref("Error"), 409: ref("Error")}, Complete,
+       body_required=False),
+    Op("get", "/v1/runs/{run_id}", "runs", "A run with its calls and totals",
+       {200: ref("RunDetail"), 404: ref("Error")}),
+    Op("get", "/v1/events", "events", "Events after a cursor (per-team sequence)",
+       {200: obj(["events", "cursor"], {"events": array_of(ref("Event")), "cursor": {"type": "integer"}})},
+       params=(CURSOR, Param("limit", _int(1, MAX_LIMIT, 100)))),
+    Op("get", "/v1/events/stream", "events", "Events as server-sent events (Last-Event-ID)",
+       # Before OpenAPI 3.2, `schema` of text/event-stream describes each event.
+       {200: ("text/event-stream", obj(["id", "event", "data"], {
+           "id": {"type": "string", "pattern": "^[0-9]+$"}, "event": STR,
+           "data": {"type": "string", "contentMediaType": JSON,
+                    "contentSchema": ref("Event")}}))},
+       params=(CURSOR, Param("Last-Event-ID", _int(0, INT64_MAX), "header",
+                             "resume after this sequence (wins over cursor)"))),
+    Op("get", "/v1/approvals", "governance", "Calls awaiting (or past) approval",
+       {200: listing("approvals", ref("Approval")), **GOVERNANCE},
+       params=(Param("state", {"enum": [*STATES, "all"], "default": "pending"}), TEAM, LIMIT)),
+    Op("post", "/v1/approvals/{approval_id}/decision", "governance", "Approve or deny a held call",
+       {200: wrap("approval", ref("Approval")), **GOVERNANCE, 404: ref("Error"), 409: ref("Error")},
+       DecisionBody),
+    Op("get", "/v1/usage", "usage", "Usage totals for a day, or over a range grouped",
+       {200: {"type": "object"}, 403: ref("Error")},
+       params=(TEAM, Param("day", DATE), Param("from", DATE), Param("to", DATE),
+               Param("group_by", {"enum": list(GROUPS), "default": "tool"}))),
+    Op("post", "/v1/admin/grants", "admin", "Grant a capability",
+       {201: wrap("grant", ref("Grant")), **GOVERNANCE, 404: ref("Error")}, GrantRequest),
+    Op("get", "/v1/admin/grants", "admin", "List grants",
+       {200: listing("grants", ref("Grant")), **GOVERNANCE}, params=(TEAM,)),
+    Op("post", "/v1/admin/grants/revoke", "admin", "Revoke a grant",
+       {200: wrap("grant", ref("Grant")), **GOVERNANCE, 404: ref("Error")}, GrantRequest),
+    Op("post", "/v1/admin/overrides", "admin", "Allow or deny one tool for one agent",
+       {201: wrap("override", ref("Override")), **GOVERNANCE, 404: ref("Error")}, OverrideRequest),
+    Op("get", "/v1/admin/overrides", "admin", "List overrides",
+       {200: listing("overrides", ref("Override")), **GOVERNANCE}, params=(TEAM,)),
+    Op("post", "/v1/admin/overrides/delete", "admin", "Delete an override",
+       {200: wrap("override", ref("Override")), **GOVERNANCE, 404: ref("Error")}, OverrideKey),
+    Op("post", "/v1/admin/team-rules", "admin",
+       "Tighten your own team's decisions for one tool (deny, approval per call, rate, deadline)",
+       {201: wrap("team_rule", ref("TeamRule")), **GOVERNANCE, 404: ref("Error")}, TeamRuleRequest),
+    Op("get", "/v1/admin/team-rules", "admin", "List team rules",
+       {200: listing("team_rules", ref("TeamRule")), **GOVERNANCE}, params=(TEAM,)),
+    Op("post", "/v1/admin/team-rules/delete", "admin", "Delete a team rule",
+       {200: wrap("team_rule", ref("TeamRule")), **GOVERNANCE, 404: ref("Error")}, TeamRuleKey),
+    Op("post", "/v1/admin/quotas", "admin", "Set a daily quota (admins)",
+       {201: wrap("quota", ref("Quota")), **GOVERNANCE}, QuotaBody),
+    Op("get", "/v1/admin/quotas", "admin", "Quotas with today's use",
+       {200: listing("quotas", ref("Quota")), **GOVERNANCE}, params=(TEAM,)),
+    Op("post", "/v1/admin/quotas/delete", "admin", "Delete a quota (admins)",
+       {200: obj(["deleted"], {"deleted": {"const": True}}), **GOVERNANCE, 404: ref("Error")}, QuotaKey),
+    Op("get", "/v1/admin/decisions", "admin", "The decision log",
+       {200: listing("decisions", ref("Decision")), **GOVERNANCE},
+       params=(TEAM, Param("agent_id", ID_SCHEMA),
+               Param("tool", {"type": "string", "pattern": TOOL_NAME_PATTERN, "maxLength": 64}),
+               Param("result", {"enum": list(RESULTS)}), Param("phase", {"enum": ["list", "call"]}),
+               Param("call_id", UUID_SCHEMA), Param("since", DATE_TIME), Param("until", DATE_TIME),
+               LIMIT)),
+    Op("get", "/v1/admin/policies", "admin", "Serving policy revision and history",
+       {200: obj(["serving", "revisions"], {"serving": {"type": "object"},
+                                            "revisions": array_of({"type": "object"})}),
+        **GOVERNANCE}),
+    Op("post", "/v1/admin/policies", "admin",
+       "Push (validate, test, activate) the global policy modules (admins)",
+       {201: obj(["revision", "active"], {"revision": STR, "active": {"const": True},
+                                          "note": {"type": ["string", "null"]}}), **GOVERNANCE},
+       PolicyPush),
+    Op("post", "/v1/admin/plugins", "plugins", "Install a plugin bundle (admins)",
+       {201: wrap("plugin", {"type": "object"}), 200: wrap("plugin", {"type": "object"}),
+        **GOVERNANCE, 409: ref("Error")}, PluginInstall),
+    Op("get", "/v1/admin/plugins", "plugins", "Installed plugin versions",
+       {200: listing("plugins", {"type": "object"}), **GOVERNANCE}),
+    Op("post", "/v1/admin/plugins/enable", "plugins", "Enable one version of a plugin (governance)",
+       {200: wrap("plugin", {"type": "object"}), **GOVERNANCE, 404: ref("Error"), 409: ref("Error")},
+       PluginVersion),
+    Op("post", "/v1/admin/plugins/disable", "plugins", "Disable a plugin (governance)",
+       {200: wrap("plugin", {"type": "object"}), **GOVERNANCE, 404: ref("Error")}, PluginName),
+    Op("post", "/v1/admin/plugins/remove", "plugins", "Remove an installed, disabled version (admins)",
+       {200: obj(["plugin", "removed"], {"plugin": {"type": "object"}, "removed": {"const": True}}),
+        **GOVERNANCE, 404: ref("Error"), 409: ref("Error")}, PluginVersion),
+    Op("post", "/mcp", "agents", "MCP over streamable HTTP (JSON-RPC)",
+       {200: {"oneOf": [ref("JsonRpcResponse"), array_of(ref("JsonRpcResponse"))]}, 202: None,
+        404: ref("JsonRpcError"), 406: ref("JsonRpcError"),
+        403: {"oneOf": [ref("JsonRpcError"), ref("Error")]}},
+       {"oneOf": [ref("JsonRpcMessage"), {**array_of(ref("JsonRpcMessage")), "minItems": 1, "maxItems": 16}]},
+       # 400 and 401 from the middlewares (a NUL in the target, no token) are native errors.
+       errors={400: {"oneOf": [ref("JsonRpcError"), ref("Error")]}, 401: ref("Error"),
+               413: ref("JsonRpcError"), 415: ref("JsonRpcError")}),
+    Op("get", "/v1/openai/tools", "agents", "The callable catalog as OpenAI tools",
+       {200: obj(["tools", "names"], {"tools": array_of({"type": "object"}), "names": {"type": "object"}})}),
+    Op("post", "/v1/openai/tool_calls", "agents", "Run an assistant message's tool_calls",
+       {200: obj(["messages", "results"], {"messages": array_of(obj(
+           ["role", "tool_call_id", "content"], {"role": {"const": "tool"}, "tool_call_id": STR,
+                                                "content": STR})),
+           "results": array_of({"type": "object"})}), 403: ref("Error")}, ToolCallsBody),
+    Op("get", "/healthz", "operations", "Liveness", {200: {"type": "object"}}, public=True),
+    Op("get", "/readyz", "operations", "Readiness (Postgres, NATS, policy, catalog)",
+       {200: {"type": "object"}, 503: {"type": "object"}}, public=True),
+    Op("get", "/metrics", "operations", "Prometheus metrics", {200: ("text/plain", STR)}, public=True),
+    Op("get", "/openapi.json", "operations", "This document", {200: {"type": "object"}}, public=True),
 ]
 
-ERROR_SCHEMA = {
-    "type": "object",
-    "required": ["ok", "error"],
-    "properties": {
-        "ok": {"const": False},
-        "status": {"type": "string"},
-        "error": {
-            "type": "object",
-            "required": ["code", "message"],
-            "properties": {
-                "code": {"type": "string"},
-                "message": {"type": "string"},
-                "reasons": {"type": "array", "items": {"type": "string"}},
-            },
-        },
-        "call_id": {"type": "string"},
-        "decision_id": {"type": "string"},
-    },
-}
+
+def _content(schema: Schema | tuple[str, Schema]) -> dict[str, Any]:
+    media, s = schema if isinstance(schema, tuple) else (JSON, schema)
+    return {media: {"schema": s}}
+
+
+def _responses(op: Op) -> dict[str, Any]:
+    """The route's own statuses, and the ones every route shares: 400 (a NUL in the target,
+    a malformed parameter or body), 401 (no or bad token), 413/415 (bodies), 503 (a
+    dependency down)."""
+    shared: dict[int, Schema] = {400: ref("Error")}
+    if not op.public:
+        shared |= {401: ref("Error"), 503: ref("Error")}
+    if op.body is not None:
+        shared |= {413: ref("Error"), 415: ref("Error")}
+    shared |= op.errors
+    out: dict[str, Any] = {}
+    for status, schema in sorted({**shared, **op.responses}.items()):
+        entry: dict[str, Any] = {"description": ERROR_NOTES.get(status, "success")
+                                 if status >= 400 else _success(status)}
+        if schema is not None:
+            entry["content"] = _content(schema)
+        out[str(status)] = entry
+    return out
+
+
+def _success(status: int) -> str:
+    return {200: "success", 201: "created", 202: "accepted (held for approval, or no reply due)"}.get(
+        status, "success")
+
+
+def _parameters(op: Op) -> list[dict[str, Any]]:
+    out = [{"name": p[1:-1], "in": "path", "required": True,
+            "schema": PATH_PARAMS.get(p[1:-1], ID_SCHEMA)}
+           for p in op.path.split("/") if p.startswith("{")]
+    for p in op.params:
+        entry: dict[str, Any] = {"name": p.name, "in": p.where, "required": False, "schema": p.schema}
+        if p.description:
+            entry["description"] = p.description
+        out.append(entry)
+    return out
+
+
+def _operation_id(op: Op) -> str:
+    path = op.path.strip("/").replace("/", "_").replace("{", "").replace("}", "").replace("-", "_")
+    return f"{op.method}_{path}".replace(".", "_")
 
 
 @lru_cache(maxsize=1)
 def openapi_document() -> dict[str, Any]:
-    schemas: dict[str, Any] = {"Error": ERROR_SCHEMA}
+    schemas: dict[str, Any] = dict(SCHEMAS)
     paths: dict[str, dict[str, Any]] = {}
-    for method, path, tag, summary, body, public in OPERATIONS:
-        op: dict[str, Any] = {
-            "tags": [tag],
-            "summary": summary,
-            "operationId": f"{method}_{path.strip('/').replace('/', '_').replace('{', '').replace('}', '')}",
-            "responses": {
-                "200": {"description": "success"},
-                "default": {"description": "an error",
-                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
-            },
-        }
-        params = [p[1:-1] for p in path.split("/") if p.startswith("{")]
+    for op in OPERATIONS:
+        entry: dict[str, Any] = {"tags": [op.tag], "summary": op.summary,
+                                 "operationId": _operation_id(op), "responses": _responses(op)}
+        params = _parameters(op)
         if params:
-            op["parameters"] = [{"name": p, "in": "path", "required": True, "schema": {"type": "string"}}
-                                for p in params]
-        if body is not None:
-            schema = body.model_json_schema(ref_template="#/components/schemas/{model}")
+            entry["parameters"] = params
+        if isinstance(op.body, type):
+            schema = op.body.model_json_schema(ref_template="#/components/schemas/{model}")
             schemas.update(schema.pop("$defs", {}))
-            schemas[body.__name__] = schema
-            op["requestBody"] = {"required": True, "content": {
-                "application/json": {"schema": {"$ref": f"#/components/schemas/{body.__name__}"}}}}
-        if public:
-            op["security"] = []
-        paths.setdefault(path, {})[method] = op
+            schemas[op.body.__name__] = schema
+            entry["requestBody"] = {"required": op.body_required,
+                                    "content": _content(ref(op.body.__name__))}
+        elif op.body is not None:
+            entry["requestBody"] = {"required": op.body_required, "content": _content(op.body)}
+        if op.public:
+            entry["security"] = []
+        paths.setdefault(op.path, {})[op.method] = entry
     return {
         "openapi": "3.1.0",
         "info": {"title": "Toolproxy", "version": "0.1.0",
-                 "description": "A tool proxy for AI agents with a policy decision point."},
+                 "description": "A tool proxy for AI agents with a policy decision point. "
+                                "Every request is held to what can be stored exactly: no NUL "
+                                "characters, integers within 64 bits, finite numbers."},
         "security": [{"bearer": []}],
         "paths": paths,
         "components": {

@@ -11,8 +11,8 @@ from typing import Any
 
 import asyncpg
 import orjson
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
+
+from services.sdk.validation import SchemaValidator
 
 # C0 controls other than tab, newline and carriage return; DEL; lone UTF-16 surrogates.
 _UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
@@ -43,8 +43,8 @@ def sanitize(value: Any) -> tuple[Any, int]:
     return value, 0
 
 
-def schema_problem(validator: Draft202012Validator, output: Any) -> str | None:
-    error = best_match(validator.iter_errors(output))
+def schema_problem(validator: SchemaValidator, output: Any) -> str | None:
+    error = validator.problem(output)
     if error is None:
         return None
     message = error.message if len(error.message) <= 300 else error.message[:299] + "…"

@@ -12,7 +12,6 @@ from typing import Any
 import asyncpg
 import orjson
 import structlog
-from jsonschema import Draft202012Validator
 from nats.aio.client import Client as NATS
 
 from pdp.approvals import ApprovalRepository
@@ -20,10 +19,11 @@ from pdp.decision import Decision
 from pdp.decision_log import DecisionRecord, decision_record
 from pdp.digest import args_digest
 from pdp.point import PolicyDecisionPoint
+from proxy import tracing
 from proxy.args.checker import ArgsChecker
 from proxy.accounting import call_record, kept_body, terminal_event, usage_record
 from proxy.call import Call, Ending, Outcome, authorization_required_body, render
-from proxy.calls import CallRecord
+from proxy.calls import CallRecord, result_id_for
 from proxy.catalog import Catalog
 from proxy.config import Settings
 from proxy.envelope import InvokeRequest
@@ -47,9 +47,13 @@ from proxy.journal import Entry, Journal
 from proxy.limits.limiter import Limiter, LimitsUnavailable
 from proxy.metrics import Metrics
 from proxy.output import schema_problem, shape_output
+from proxy.plugins.calls import PluginCalls
+from proxy.run_budget import BudgetUnavailable, RunBudgets
 from proxy.runs import RunRepository
+from services.sdk.protocol import PLUGIN_ERROR_CODES
 from services.sdk.manifest import ToolManifest, is_valid_tool_name
 from services.sdk.protocol import BUSY
+from services.sdk.validation import SchemaValidator
 
 log = structlog.get_logger("toolproxy.pipeline")
 
@@ -78,6 +82,7 @@ class Pipeline:
         limiter: Limiter,
         idempotency: IdempotencyStore,
         runs: RunRepository,
+        budgets: RunBudgets,
         inflight: InFlight,
         metrics: Metrics,
     ) -> None:
@@ -91,13 +96,15 @@ class Pipeline:
         self.limiter = limiter
         self.idempotency = idempotency
         self.runs = runs
+        self.budgets = budgets
         self.inflight = inflight
         self.metrics = metrics
         # Per manifest object (a catalog change replaces the object): the validators and the
         # tool's view in the policy input, built once instead of on every call.
-        self._prepared: dict[str, tuple[ToolManifest, ArgsChecker, Draft202012Validator,
+        self._prepared: dict[str, tuple[ToolManifest, ArgsChecker, SchemaValidator,
                                         dict[str, Any]]] = {}
-        self._background: set[asyncio.Task[Any]] = set()
+        self.plugin_calls = PluginCalls()  # this replica's running plugin calls (internal())
+        self._notes: set[asyncio.Task[None]] = set()
         disabled = {p.strip() for p in settings.bench_disable.split(",") if p.strip()}
         self._limits_on = "limits" not in disabled
         self._journal_on = "journal" not in disabled
@@ -118,10 +125,10 @@ class Pipeline:
         return manifest
 
     def _prepare(self, m: ToolManifest) -> tuple[ToolManifest, ArgsChecker,
-                                                 Draft202012Validator, dict[str, Any]]:
+                                                 SchemaValidator, dict[str, Any]]:
         cached = self._prepared.get(m.tool_id)
         if cached is None or cached[0] is not m:
-            cached = (m, ArgsChecker(m), Draft202012Validator(m.output_schema),
+            cached = (m, ArgsChecker(m), SchemaValidator(m.output_schema),
                       m.model_dump(mode="json"))
             self._prepared[m.tool_id] = cached
         return cached
@@ -172,8 +179,9 @@ class Pipeline:
         ctx_team = request.context.team_id
         if ctx_team is not None and ctx_team != identity.team_id:
             raise Denied("context.team_id does not match the token's team", reasons=["team_mismatch"])
-        manifest = self.resolve_tool(request.tool)
-        self.check_args(manifest, request.args, body_bytes)
+        with tracing.span("validate"):
+            manifest = self.resolve_tool(request.tool)
+            self.check_args(manifest, request.args, body_bytes)
         call = Call(
             identity=identity,
             manifest=manifest,
@@ -183,6 +191,7 @@ class Pipeline:
             call_id=str(uuid.uuid4()),
             decision_id=str(uuid.uuid4()),
         )
+        tracing.annotate(call_id=call.call_id, decision_id=call.decision_id, tool=manifest.tool_id)
         with self.bound(call):
             if request.idempotency_key is None:
                 return await self.run(call)
@@ -241,19 +250,22 @@ class Pipeline:
 
     async def _run(self, call: Call) -> tuple[Outcome, Ending | None]:
         if not call.resumed:
-            self._emit(call, "agent.tool.requested",
-                       payload={"tool": call.manifest.tool_id, **self._args_view(call)})
-        decision, seconds, doc = await self.pdp.decide(
-            decision_id=call.decision_id,
-            agent_id=call.identity.agent_id,
-            team_id=call.identity.team_id,
-            roles=call.identity.roles,
-            tool=self.tool_view(call.manifest),
-            args=call.args,
-            context=call.context,
-            phase="call",
-            approval=call.approval,
-        )
+            payload = {"tool": call.manifest.tool_id, **self._args_view(call)}
+            if call.parent_call_id is not None:
+                payload["parent_call_id"] = call.parent_call_id
+            self._emit(call, "agent.tool.requested", payload=payload)
+        with tracing.span("decide"):
+            decision, seconds, doc = await self.pdp.decide(
+                decision_id=call.decision_id,
+                agent_id=call.identity.agent_id,
+                team_id=call.identity.team_id,
+                roles=call.identity.roles,
+                tool=self.tool_view(call.manifest),
+                args=call.args,
+                context=call.context,
+                phase="call",
+                approval=call.approval,
+            )
         self.metrics.pdp_duration.labels(engine=decision.engine, phase="call").observe(seconds)
         record = decision_record(
             decision, doc, team_id=call.identity.team_id, agent_id=call.identity.agent_id,
@@ -273,6 +285,12 @@ class Pipeline:
             ending = Ending(403, "DENIED", "denied", "policy denied this call", reasons=decision.reasons)
             return await self._end(call, decision, ending, record), ending
         if decision.require_approval:
+            if call.parent_call_id is not None:
+                # A plugin's internal call cannot wait for a governance decision: it runs under
+                # its plugin call's approval (inherited) or not at all.
+                ending = Ending(403, "DENIED", "denied", "an internal call of a plugin needs the "
+                                "approval of the plugin's own call", reasons=decision.reasons)
+                return await self._end(call, decision, ending, record), ending
             if call.approval is not None:  # a resumed call must not need approval twice
                 ending = Ending(403, "DENIED", "denied", "the approval does not cover this call",
                                 reasons=decision.reasons)
@@ -294,8 +312,7 @@ class Pipeline:
                    payload={"tool": call.manifest.tool_id, "reasons": decision.reasons})
         if self._journal_on:
             await asyncio.shield(self.journal.record(
-                decisions=[record], events=call.events, team_id=call.identity.team_id,
-                key=f"{call.call_id}:held"))
+                decisions=[record], events=call.events, key=f"{call.call_id}:held"))
         self.metrics.requests.labels(tool=call.manifest.tool_id, category=call.manifest.category,
                                      status="AUTHORIZATION_REQUIRED").inc()
         log.info("call_awaiting_approval", approval_id=approval.approval_id)
@@ -310,16 +327,16 @@ class Pipeline:
         m = call.manifest
         if call.agent_run_id is not None:
             try:
-                refusal = await self.runs.reserve(call.identity.team_id, call.agent_run_id)
-            except Exception as exc:
-                log.warning("run_budget_unavailable", error=str(exc))
+                refusal = await self.budgets.reserve(call.identity.team_id, call.agent_run_id)
+            except BudgetUnavailable:
                 return Ending(503, "UNAVAILABLE", "dependency_unavailable",
                               "the run's budget could not be checked; nothing was executed")
             if refusal is not None:
                 message = ("the run is completed" if refusal == "run_completed"
                            else "the run's budget is used up")
                 return Ending(403, "DENIED", refusal, message, reasons=[refusal])
-            call.run_reserved = True
+            info = self.budgets.known(call.identity.team_id, call.agent_run_id)
+            call.run_reserved = info is not None and info.budgeted
         if not self._limits_on:
             return None
         try:
@@ -343,7 +360,7 @@ class Pipeline:
             refused = Ending(429, "DENIED", admission.code, message, reasons=[admission.reason],
                              retry_after=admission.retry_after)
         if call.run_reserved:
-            await self.runs.release(call.identity.team_id, call.agent_run_id or "")
+            await self.budgets.release(call.identity.team_id, call.agent_run_id or "")
             call.run_reserved = False
         return refused
 
@@ -351,24 +368,33 @@ class Pipeline:
 
     async def _execute(self, call: Call, decision: Decision,
                        record: DecisionRecord) -> tuple[Outcome, Ending]:
-        refused = await self._admit(call, decision)
-        if refused is not None:
-            return await self._end(call, decision, refused, record), refused
         m = call.manifest
         timeout_ms = min(decision.obligations.timeout_ms or m.deadline_ms, m.deadline_ms)
+        if call.deadline is not None:  # an internal call lives within its plugin call's deadline
+            left_ms = int((call.deadline - time.time()) * 1000)
+            if left_ms <= 0:
+                ending = Ending(504, "FAILED", "timeout", "the plugin call's deadline has passed")
+                return await self._end(call, decision, ending, record), ending
+            timeout_ms = min(timeout_ms, left_ms)
+        with tracing.span("admit"):
+            refused = await self._admit(call, decision)
+        if refused is not None:
+            return await self._end(call, decision, refused, record), refused
         meta = CallMeta(
             call_id=call.call_id, decision_id=call.decision_id, team_id=call.identity.team_id,
             agent_id=call.identity.agent_id, run_id=call.agent_run_id, confidential=call.confidential,
+            replica=self.inflight.instance_id if m.plugin else None,
         )
-        started = datetime.now(timezone.utc)
+        started = call.forwarded_at = datetime.now(timezone.utc)
         self._emit(call, "agent.tool.started", payload={"tool": m.tool_id, "timeout_ms": timeout_ms})
-        if self._journal_on:
-            await self._note_start(call, started, started + timedelta(milliseconds=timeout_ms))
+        note = self._start_note(call, started, started + timedelta(milliseconds=timeout_ms))
         cancel_requested = self.inflight.watch(call.call_id, call.identity.team_id)
-        work = asyncio.ensure_future(forward(
+        if m.plugin:
+            self.plugin_calls.add(call, time.time() + timeout_ms / 1000.0)
+        work = asyncio.ensure_future(tracing.traced("forward", forward(
             self.nc, m, call.args, meta, timeout_s=timeout_ms / 1000.0,
             max_reply_bytes=self.settings.max_artifact_bytes, metrics=self.metrics,
-        ))
+        )))
         try:
             done, _ = await asyncio.wait({work, cancel_requested}, return_when=asyncio.FIRST_COMPLETED)
             if work not in done:
@@ -389,6 +415,9 @@ class Pipeline:
             raise
         finally:
             self.inflight.unwatch(call.call_id)
+            self.plugin_calls.remove(call.call_id)
+            if note is not None:
+                note.cancel()
         return await self._end(call, decision, ending, record), ending
 
     async def _ending_from(self, call: Call, work: asyncio.Future[Any]) -> Ending:
@@ -410,17 +439,21 @@ class Pipeline:
         cost = round(m.cost.price(reply.tokens_used, reply.compute_units), 12)
         self.limiter.settle(team_id=call.identity.team_id, agent_id=call.identity.agent_id,
                             tokens=reply.tokens_used, compute=reply.compute_units, cost=cost)
-        if call.run_reserved and (reply.tokens_used or cost):
-            self._spawn(self.runs.settle(call.identity.team_id, call.agent_run_id or "",
-                                         reply.tokens_used, cost))
+        if call.run_reserved:
+            self.budgets.settle(call.identity.team_id, call.agent_run_id or "", reply.tokens_used, cost)
         refs = {"object_refs": reply.object_refs, "artifacts": list(reply.artifacts),
                 "observations": reply.observations, "provenance_refs": reply.provenance_refs}
-        e = Ending(200, "FAILED", executed=True, result_id=str(uuid.uuid4()), tokens=reply.tokens_used,
+        e = Ending(200, "FAILED", executed=True, result_id=result_id_for(call.call_id), tokens=reply.tokens_used,
                    compute=reply.compute_units, cost=cost, diagnostics=list(notes), refs=refs)
         if not reply.ok:
             assert reply.error is not None
             if reply.error.code == "timeout":
                 e.http_status, e.code, e.message = 504, "timeout", reply.error.message
+            elif m.plugin and reply.error.code in PLUGIN_ERROR_CODES:
+                # A plugin's own ending is reported as such (the sandbox's stable codes).
+                e.code, e.message = reply.error.code, reply.error.message
+                if e.code == "plugin_timeout":
+                    e.http_status = 504
             else:
                 e.code, e.message, e.tool_code = "tool_error", reply.error.message, reply.error.code
             return e
@@ -470,9 +503,10 @@ class Pipeline:
                           finished=finished)
         # Shielded: a cancelled request (shutdown) still leaves its records behind.
         if self._journal_on:
-            await asyncio.shield(self.journal.record(
-                usage=usage, call=row, decisions=[record] if record is not None else [],
-                events=call.events))
+            with tracing.span("record"):
+                await asyncio.shield(self.journal.record(
+                    usage=usage, call=row, decisions=[record] if record is not None else [],
+                    events=call.events))
         log.info("call_finished", status=e.status, code=e.code, http_status=e.http_status,
                  latency_ms=round(elapsed * 1000.0, 3), policy_revision=decision.policy_revision,
                  reasons=decision.reasons)
@@ -493,6 +527,26 @@ class Pipeline:
 
     # --- records along the way ---------------------------------------------------------------
 
+    def _start_note(self, call: Call, started: datetime,
+                    deadline: datetime) -> asyncio.TimerHandle | None:
+        """A call's RUNNING row (so other replicas see it running, and resolve it if this one
+        dies) — only for a call still running after `start_note_after_ms`: a short call's end
+        record says everything, in one publish. A call with an idempotency key is noted at once
+        (a replay after a crash must find it)."""
+        if not self._journal_on:
+            return None
+        after = self.settings.start_note_after_ms / 1000.0
+        if call.idempotency_key is not None or after <= 0:
+            self._spawn(self._note_start(call, started, deadline))
+            return None
+        return asyncio.get_running_loop().call_later(
+            after, lambda: self._spawn(self._note_start(call, started, deadline)))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._notes.add(task)
+        task.add_done_callback(self._notes.discard)
+
     async def _note_start(self, call: Call, started: datetime, deadline: datetime) -> None:
         row = CallRecord(
             call_id=call.call_id, team_id=call.identity.team_id, agent_id=call.identity.agent_id,
@@ -502,7 +556,7 @@ class Pipeline:
             created_at=call.started_at, started_at=started, deadline_at=deadline,
         )
         entry = Entry(call=row, events=list(call.events), key=f"{call.call_id}:start:{call.decision_id}")
-        await self.journal.note(entry, call.identity.team_id)
+        await self.journal.note(entry)
 
     def _emit(self, call: Call, type_: str, *, refs: dict[str, Any] | None = None,
               payload: dict[str, Any] | None = None) -> None:
@@ -514,11 +568,6 @@ class Pipeline:
             digest, size = args_digest(call.args)
             return {"args_sha256": digest, "args_size": size}
         return {"args": call.args}
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
 
 
 def error_outcome(exc: ApiError) -> Outcome:

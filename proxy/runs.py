@@ -1,5 +1,5 @@
-"""Runs (turns): a group of calls under one agent_run_id, with an optional budget enforced
-atomically at admission (calls, tokens, cost)."""
+"""Runs (turns): a group of calls under one agent_run_id, with an optional budget (calls,
+tokens, cost). The rows live here; the budget's counters in proxy.run_budget."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
+
+from proxy.run_budget import CHANNEL, RunBudgets
 
 _COLUMNS = """team_id, run_id, agent_id, status, max_calls, max_tokens, max_cost_1t, calls_used,
               tokens_used, cost_used_1t, plan, outcome, created_at, completed_at"""
@@ -24,7 +26,7 @@ def run_json(r: asyncpg.Record) -> dict[str, Any]:
         "status": r["status"],
         "budget": {"max_calls": r["max_calls"], "max_tokens": r["max_tokens"],
                    "max_cost_1t": r["max_cost_1t"]},
-        "used": {"calls": r["calls_used"], "tokens": r["tokens_used"], "cost_1t": r["cost_used_1t"]},
+        "used": None,  # filled by the caller: proxy.run_budget for a budgeted run, else its calls
         "plan": r["plan"],
         "outcome": r["outcome"],
         "created_at": _iso(r["created_at"]),
@@ -42,13 +44,18 @@ class RunRepository:
 
     async def create(self, *, team_id: str, run_id: str, agent_id: str, max_calls: int | None,
                      max_tokens: int | None, max_cost_1t: float | None) -> dict[str, Any]:
-        row = await self._pool.fetchrow(
-            f"""INSERT INTO runs (team_id, run_id, agent_id, max_calls, max_tokens, max_cost_1t)
-                VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING {_COLUMNS}""",
-            team_id, run_id, agent_id, max_calls, max_tokens, max_cost_1t,
-        )
-        if row is None:
-            raise RunExists(run_id)
+        """Inserted and announced to every replica's directory in one transaction."""
+        budgeted = not (max_calls is None and max_tokens is None and max_cost_1t is None)
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(
+                f"""INSERT INTO runs (team_id, run_id, agent_id, max_calls, max_tokens, max_cost_1t)
+                    VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING RETURNING {_COLUMNS}""",
+                team_id, run_id, agent_id, max_calls, max_tokens, max_cost_1t,
+            )
+            if row is None:
+                raise RunExists(run_id)
+            await conn.execute("SELECT pg_notify($1, $2)", CHANNEL,
+                               RunBudgets.notification(team_id, run_id, "active", budgeted))
         return run_json(row)
 
     async def get(self, team_id: str, run_id: str) -> dict[str, Any] | None:
@@ -66,47 +73,19 @@ class RunRepository:
         return run_json(row) if row else None
 
     async def complete(self, team_id: str, run_id: str, outcome: str) -> dict[str, Any] | None:
-        row = await self._pool.fetchrow(
-            f"""UPDATE runs SET status = 'completed', outcome = $3, completed_at = now()
-                WHERE team_id = $1 AND run_id = $2 AND status = 'active' RETURNING {_COLUMNS}""",
-            team_id, run_id, outcome,
-        )
-        return run_json(row) if row else None
-
-    async def reserve(self, team_id: str, run_id: str) -> str | None:
-        """Count one call against a registered run's budget. Returns a refusal reason, or None
-        (also for a run id nobody registered: such calls are grouped, not budgeted)."""
-        row = await self._pool.fetchrow(
-            """WITH r AS (SELECT * FROM runs WHERE team_id = $1 AND run_id = $2 FOR UPDATE),
-                    upd AS (
-                        UPDATE runs SET calls_used = runs.calls_used + 1 FROM r
-                        WHERE runs.team_id = r.team_id AND runs.run_id = r.run_id
-                          AND r.status = 'active'
-                          AND (r.max_calls IS NULL OR r.calls_used < r.max_calls)
-                          AND (r.max_tokens IS NULL OR r.tokens_used < r.max_tokens)
-                          AND (r.max_cost_1t IS NULL OR r.cost_used_1t < r.max_cost_1t)
-                        RETURNING 1)
-               SELECT (SELECT count(*) FROM r) AS found, (SELECT status FROM r) AS status,
-                      (SELECT count(*) FROM upd) AS taken""",
-            team_id, run_id,
-        )
-        if row["found"] == 0 or row["taken"] == 1:
-            return None
-        return "run_completed" if row["status"] == "completed" else "run_budget_exceeded"
-
-    async def release(self, team_id: str, run_id: str) -> None:
-        await self._pool.execute(
-            """UPDATE runs SET calls_used = greatest(calls_used - 1, 0)
-               WHERE team_id = $1 AND run_id = $2""",
-            team_id, run_id,
-        )
-
-    async def settle(self, team_id: str, run_id: str, tokens: int, cost: float) -> None:
-        await self._pool.execute(
-            """UPDATE runs SET tokens_used = tokens_used + $3, cost_used_1t = cost_used_1t + $4
-               WHERE team_id = $1 AND run_id = $2""",
-            team_id, run_id, tokens, cost,
-        )
+        async with self._pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(
+                f"""UPDATE runs SET status = 'completed', outcome = $3, completed_at = now()
+                    WHERE team_id = $1 AND run_id = $2 AND status = 'active' RETURNING {_COLUMNS}""",
+                team_id, run_id, outcome,
+            )
+            if row is None:
+                return None
+            budgeted = not (row["max_calls"] is None and row["max_tokens"] is None
+                            and row["max_cost_1t"] is None)
+            await conn.execute("SELECT pg_notify($1, $2)", CHANNEL,
+                               RunBudgets.notification(team_id, run_id, "completed", budgeted))
+        return run_json(row)
 
     async def calls(self, team_id: str, run_id: str, limit: int = 500) -> list[dict[str, Any]]:
         rows = await self._pool.fetch(

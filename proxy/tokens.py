@@ -18,6 +18,9 @@ from proxy.identity import ROLES, Identity, Role, is_valid_id
 
 KEY_FILE = Path("secrets") / "jwt.key"
 MAX_TTL_S = 30 * 24 * 3600
+# Agent ids of this form belong to plugins' internal calls (made by the proxy itself): no
+# token ever carries one.
+RESERVED_AGENT_PREFIX = "plugin:"
 _VERIFIED_MAX = 10_000
 
 
@@ -55,6 +58,8 @@ def mint(
         raise ValueError("agent and team ids: 1-64 chars of A-Z a-z 0-9 _ . : @ -")
     if role not in ROLES:
         raise ValueError(f"role must be one of {', '.join(ROLES)}")
+    if agent_id.startswith(RESERVED_AGENT_PREFIX):
+        raise ValueError(f"agent ids starting with {RESERVED_AGENT_PREFIX!r} are reserved for plugins")
     limit = min(MAX_TTL_S, settings.jwt_max_ttl_s)
     if not 0 < ttl_s <= limit:
         raise ValueError(f"ttl must be between 1s and {limit}s")
@@ -126,6 +131,8 @@ class TokenVerifier:
         agent, team, role = claims.get("sub"), claims.get("team"), claims.get("role", "agent")
         if not (is_valid_id(agent) and is_valid_id(team)) or role not in ROLES:
             raise Unauthenticated("invalid token: bad subject, team or role")
+        if agent.startswith(RESERVED_AGENT_PREFIX):
+            raise Unauthenticated("invalid token: the subject is reserved for plugins")
         identity = Identity(agent_id=agent, team_id=team, role=role, token_id=str(claims.get("jti", "")))
         # Cached no longer than the token lives, leeway excluded (an expired token is refused).
         return identity, float(claims["exp"])

@@ -7,8 +7,8 @@ import signal
 
 import structlog
 
+from proxy.bus import Reconnects, connect
 from proxy.bus import close as close_nats
-from proxy.bus import connect
 from proxy.db import create_pool
 from services.builtin import builtin_services
 
@@ -17,8 +17,11 @@ log = structlog.get_logger("toolproxy.services")
 
 async def run_services(database_url: str, nats_url: str) -> None:
     pool = await create_pool(database_url, min_size=1, max_size=10)
-    nc = await connect(nats_url, name="toolproxy-services")
+    reconnects = Reconnects()
+    nc = await connect(nats_url, name="toolproxy-services", reconnects=reconnects)
     services = builtin_services(pool)
+    for s in services:
+        reconnects.add(f"announce:{s.name}", s.announce)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

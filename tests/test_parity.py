@@ -243,10 +243,13 @@ async def test_same_events_on_every_surface(client, token, team) -> None:
         tok = token(agent=f"p-{name}", team=team)
         async with surface(name, client, tok) as s:
             seen = await s.call("math", {"expr": "1+2"})
-        await asyncio.sleep(0.3)
-        r = await client.get("/v1/events", params={"cursor": "0", "limit": "1000"},
-                             headers=bearer(tok))
-        events = [e for e in (await r.json())["events"] if e.get("call_id") == seen.call_id]
-        observed[name] = tuple(e["type"] for e in events)
+        for _ in range(200):  # events follow the response within a bound (the journal writer)
+            r = await client.get("/v1/events", params={"cursor": "0", "limit": "1000"},
+                                 headers=bearer(tok))
+            events = [e for e in (await r.json())["events"] if e.get("call_id") == seen.call_id]
+            observed[name] = tuple(e["type"] for e in events)
+            if observed[name][-1:] in (("agent.tool.completed",), ("agent.error",)):
+                break
+            await asyncio.sleep(0.05)
         assert observed[name], name
     assert all(v == observed["native"] for v in observed.values()), observed

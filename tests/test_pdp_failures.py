@@ -77,6 +77,9 @@ async def test_a_one_off_stall_is_retried_but_a_slow_policy_is_not(settings, tmp
         def overrides(self, team_id: str, agent_id: str, tool: str) -> list[dict]:
             return []
 
+        def team_rules(self, team_id: str, tool: str) -> list[dict]:
+            return []
+
     class StallsOnce(EmbeddedEngine):
         calls = 0
 

@@ -24,6 +24,11 @@ def test_input_document_is_exactly_this() -> None:
             {"tool": "greenfood.order", "effect": "allow", "timeout_ms": 3000, "rate_per_minute": None},
             {"tool": "math", "effect": "deny", "timeout_ms": None, "rate_per_minute": None},
         ],
+        team_rules=[
+            {"tool": "greenfood.order", "deny": False, "require_approval": True, "timeout_ms": None,
+             "rate_per_minute": 2, "reason": "not passed", "team_id": "not passed"},
+            {"tool": "math", "deny": True},
+        ],
         approval={"state": "approved", "args_match": True, "approval_id": "not passed"},
         phase="call",
     )
@@ -42,6 +47,10 @@ def test_input_document_is_exactly_this() -> None:
         "overrides": [
             {"tool": "greenfood.order", "effect": "allow", "timeout_ms": 3000, "rate_per_minute": None},
         ],
+        "team_rules": [
+            {"tool": "greenfood.order", "deny": False, "require_approval": True, "timeout_ms": None,
+             "rate_per_minute": 2},
+        ],
         "approval": {"state": "approved", "args_match": True},
         "phase": "call",
     }, option=orjson.OPT_SORT_KEYS)
@@ -52,4 +61,4 @@ def test_list_phase_has_empty_args() -> None:
                       tool={"tool_id": "math", "category": "A", "action": "read"},
                       args=None, context={"team_id": "t"}, grants=[], phase="list")
     assert doc["args"] == {} and doc["phase"] == "list"
-    assert doc["overrides"] == [] and doc["approval"] is None
+    assert doc["overrides"] == [] and doc["team_rules"] == [] and doc["approval"] is None

@@ -47,7 +47,8 @@ def test_table_notes_are_unique_and_cases_complete() -> None:
     keys = {"version", "subject", "action", "tool", "args", "context", "grants", "overrides",
             "approval", "phase"}
     for case in TABLE:
-        assert set(case["input"]) == keys, case["note"]
+        # team_rules came later: a case without it is a case with none (the policy's default)
+        assert set(case["input"]) - {"team_rules"} == keys, case["note"]
         assert {"allow", "require_approval", "reasons"} <= set(case["expect"]), case["note"]
 
 
@@ -55,7 +56,8 @@ def test_table_covers_every_category_action_grant_and_approval_state() -> None:
     seen = set()
     for case in TABLE:
         doc = case["input"]
-        if doc["phase"] != "call" or doc["overrides"] or doc["context"]["confidential"]:
+        if (doc["phase"] != "call" or doc["overrides"] or doc.get("team_rules")
+                or doc["context"]["confidential"]):
             continue
         approval = doc["approval"]
         state = None if approval is None else (approval["state"], approval["args_match"])
@@ -86,6 +88,32 @@ async def test_embedded_engine_decides_as_the_table_says(
     embedded: EmbeddedEngine, case: dict[str, Any]
 ) -> None:
     assert_decides(case, await embedded.evaluate(case["input"]))
+
+
+# The arguments of every kind of tool the table has, to vary undeclared inputs with.
+_SAMPLE_ARGS = [{}, {"expr": "1+1"}, {"op": "set_price", "product_id": "milk", "price": 1},
+                {"query": "select 1"}, {"text": "x" * 50, "n": 3}]
+
+
+async def test_the_declared_input_reads_hold(embedded: EmbeddedEngine) -> None:
+    """The decision cache keys on what the policy declares it reads (pdp.reads): a tool not
+    declared argument-aware, or any run id, must never change a decision."""
+    from pdp.reads import declared_reads
+
+    reads = declared_reads(load_policy_dir())
+    assert reads.args_of == {"data.query", "greenfood.order"} and not reads.agent_run_id
+    checked = 0
+    for case in TABLE:
+        doc = case["input"]
+        expected = await embedded.evaluate(doc)
+        variants = [{**doc, "context": {**doc["context"], "agent_run_id": run}}
+                    for run in (None, "run-1", "another-run")]
+        if not reads.reads_args(doc["tool"]["tool_id"]):
+            variants += [{**doc, "args": args} for args in _SAMPLE_ARGS]
+        for variant in variants:
+            assert await embedded.evaluate(variant) == expected, case["note"]
+            checked += 1
+    assert checked > len(TABLE) * 3
 
 
 def test_shipped_rego_unit_tests_pass() -> None:

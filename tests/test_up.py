@@ -108,7 +108,7 @@ def test_up_serves_stops_cleanly_and_keeps_data(data_dir: Path) -> None:
         url = up.wait_ready()
         assert url == f"http://127.0.0.1:{port}"
         children = up.runtime()["children"]
-        assert set(children) == {"postgres", "nats", "services", "proxy"}
+        assert set(children) == {"postgres", "nats", "services", "plugins", "proxy"}
         token = cli("token", "--agent", "a1", "--team", "t1", data_dir=data_dir)
         status, body = post(f"{url}/v1/tools/invoke", {"tool": "math", "args": {"expr": "2+3*4"}}, token)
         assert status == 200 and body["output"] == {"value": 14}

@@ -4,8 +4,9 @@
 #   version, subject{agent_id, team_id, roles}, action ("tool.<name>.invoke"),
 #   tool{tool_id, version, category, action, risk, network, requires_approval, timeout_ms, plugin},
 #   args, context{team_id, agent_run_id, confidential}, grants (exact capabilities),
-#   overrides (this subject's per-tool overrides), approval (null | {state, args_match}),
-#   phase ("list" | "call").
+#   overrides (this subject's per-tool overrides), team_rules (the subject's own team's rules
+#   for this tool: {tool, deny, require_approval, timeout_ms, rate_per_minute}; they only
+#   tighten), approval (null | {state, args_match}), phase ("list" | "call").
 # Output: data.toolproxy.authz.decision = {allow, require_approval, reasons[], obligations}.
 #
 # Written for both engines: regopy (rego-cpp, embedded) and OPA 1.x (server). Bodies that use
@@ -30,12 +31,28 @@ tool_overrides := [o | some o in input.overrides; o.tool == tool.tool_id]
 
 override_effects := {o.effect | some o in tool_overrides}
 
+# What a decision reads besides the subject, tool, grants, overrides, team rules, approval and
+# phase: the arguments only for these tools, and never the run id. The proxy's decision cache
+# keys on exactly this (a policy that does not declare it is taken to read everything); a test checks
+# the declaration against the decision table. Add a tool here with any argument-aware rule.
+input_reads := {"args": ["data.query", "greenfood.order"], "agent_run_id": false}
+
+# The subject's own team's rules for this tool, set by that team's governance. Optional in the
+# input (older callers, the decision table's cases): absent means none.
+default input_team_rules := []
+
+input_team_rules := input.team_rules
+
+team_rules := [r | some r in input_team_rules; r.tool == tool.tool_id]
+
 # --- who may call what -------------------------------------------------------------------
 
-# Category A read tools are enabled for every agent.
+# Category A read tools are enabled for every agent, except plugins' (third-party code):
+# a team opts in to a plugin tool with a grant naming it.
 permitted contains "category_a_default" if {
 	tool.category == "A"
 	tool.action == "read"
+	object.get(tool, "plugin", false) != true
 }
 
 # Everything else needs a grant or an allow override naming this exact tool: exact string
@@ -50,6 +67,12 @@ deny contains "grant_required" if count(permitted) == 0
 
 # An explicit deny override beats everything, category A defaults and grants included.
 deny contains "override_deny" if "deny" in override_effects
+
+# A team rule's denial: the team's governance switched this tool off for its whole team.
+deny contains "team_rule_deny" if {
+	some r in team_rules
+	r.deny == true
+}
 
 deny contains "team_mismatch" if {
 	context.team_id != null
@@ -102,6 +125,12 @@ needs_approval if {
 	tool.requires_approval == true
 }
 
+needs_approval if {
+	phase == "call"
+	some r in team_rules
+	r.require_approval == true
+}
+
 # No approval requested yet counts as pending.
 default approval_state := "pending"
 
@@ -136,32 +165,41 @@ verdict := [false, false, sorted(deny)] if {
 # A sorted array of a set's members. Not sort(set): rego-cpp returns a set there, OPA an array.
 sorted(s) := sort([x | some x in s])
 
-# Overrides only tighten the timeout; an override's rate replaces the category's.
-# Most subjects have no override: that case skips the general computation.
+# Overrides and team rules only tighten the timeout; an override's rate replaces the
+# category's, and a team rule's rate can only lower the result.
+# Most subjects have neither: that case skips the general computation.
 timeout_ms := tool.timeout_ms if {
 	tool_overrides == []
+	team_rules == []
 	is_number(tool.timeout_ms)
 	tool.timeout_ms > 0
 	tool.timeout_ms < category_timeout_ms[tool.category]
 } else := category_timeout_ms[tool.category] if {
 	tool_overrides == []
+	team_rules == []
 } else := least(timeout_candidates)
 
 timeout_candidates := [t |
 	some t in array.concat(
-		[tool.timeout_ms, category_timeout_ms[tool.category]],
-		[o.timeout_ms | some o in tool_overrides],
+		array.concat([tool.timeout_ms, category_timeout_ms[tool.category]], [o.timeout_ms | some o in tool_overrides]),
+		[r.timeout_ms | some r in team_rules],
 	)
 	is_number(t)
 	t > 0
 ]
 
-rate_per_minute := least(override_rates) if {
+subject_rate_per_minute := least(override_rates) if {
 	tool_overrides != []
 	override_rates != []
 } else := category_rate_per_minute[tool.category]
 
+rate_per_minute := least(array.concat([subject_rate_per_minute], team_rates)) if {
+	team_rates != []
+} else := subject_rate_per_minute
+
 override_rates := [r | some o in tool_overrides; r := o.rate_per_minute; is_number(r); r >= 0]
+
+team_rates := [r | some t in team_rules; r := t.rate_per_minute; is_number(r); r >= 0]
 
 # The smallest number. Not min(): rego-cpp's min, max and sort order numbers as text
 # (min([5000, 10000]) is 10000 there).

@@ -19,6 +19,7 @@ tools := {
 	"greenfood.order": tool("greenfood.order", "D", "write", true, 5000),
 	"browser.full": tool("browser.full", "D", "read", false, 20000),
 	"plugin.echo": object.union(tool("plugin.echo", "B", "read", false, 3000), {"plugin": true}),
+	"text.wordfreq": object.union(tool("text.wordfreq", "A", "read", false, 2000), {"plugin": true}),
 }
 
 tool(id, category, action, requires_approval, timeout_ms) := {
@@ -41,6 +42,7 @@ doc(name, o) := {
 	},
 	"grants": object.get(o, "grants", []),
 	"overrides": object.get(o, "overrides", []),
+	"team_rules": object.get(o, "team_rules", []),
 	"approval": object.get(o, "approval", null),
 	"phase": object.get(o, "phase", "call"),
 }
@@ -59,6 +61,7 @@ decide(name, o) := d if {
 		with input.context as inp.context
 		with input.grants as inp.grants
 		with input.overrides as inp.overrides
+		with input.team_rules as inp.team_rules
 		with input.approval as inp.approval
 		with input.phase as inp.phase
 }
@@ -168,6 +171,61 @@ test_overrides_for_other_tools_do_not_apply if {
 	d.obligations.rate.per_minute == 120
 }
 
+# --- team rules (a team's own governance tightens its team) ---------------------------------
+
+rule(name, o) := object.union(
+	{"tool": name, "deny": false, "require_approval": false, "timeout_ms": null, "rate_per_minute": null},
+	o,
+)
+
+test_team_rule_deny_beats_the_category_a_default_and_grants if {
+	r := [rule("math", {"deny": true})]
+	denied(decide("math", {"team_rules": r}), ["team_rule_deny"])
+	denied(decide("math", {"team_rules": r, "grants": [grant("math")]}), ["team_rule_deny"])
+	denied(decide("math", {"team_rules": r, "phase": "list"}), ["team_rule_deny"])
+}
+
+test_team_rule_deny_beats_an_override_allow if {
+	ov := [{"tool": "task.create", "effect": "allow", "timeout_ms": null, "rate_per_minute": null}]
+	r := [rule("task.create", {"deny": true})]
+	denied(decide("task.create", {"overrides": ov, "team_rules": r}), ["team_rule_deny"])
+}
+
+test_team_rule_never_allows if {
+	r := [rule("task.create", {"rate_per_minute": 5})]
+	denied(decide("task.create", {"team_rules": r}), ["grant_required"])
+}
+
+test_team_rule_requires_an_approval_per_call if {
+	r := [rule("math", {"require_approval": true})]
+	pending(decide("math", {"team_rules": r}), ["approval_required", "category_a_default"])
+	allowed(decide("math", {"team_rules": r, "approval": approved}), ["approved", "category_a_default"])
+	allowed(decide("math", {"team_rules": r, "phase": "list"}), ["category_a_default"])
+}
+
+test_team_rule_rate_and_timeout_only_tighten if {
+	d := decide("math", {"team_rules": [rule("math", {"rate_per_minute": 10, "timeout_ms": 200})]})
+	allowed(d, ["category_a_default"])
+	d.obligations.rate.per_minute == 10
+	d.obligations.timeout_ms == 200
+	loose := decide("math", {"team_rules": [rule("math", {"rate_per_minute": 100000, "timeout_ms": 60000})]})
+	loose.obligations.rate.per_minute == 600
+	loose.obligations.timeout_ms == 1500
+}
+
+test_team_rule_rate_caps_an_override_rate if {
+	ov := [{"tool": "task.list", "effect": "allow", "timeout_ms": null, "rate_per_minute": 1000}]
+	d := decide("task.list", {"overrides": ov, "team_rules": [rule("task.list", {"rate_per_minute": 50})]})
+	d.obligations.rate.per_minute == 50
+}
+
+test_team_rules_for_other_tools_do_not_apply if {
+	r := [rule("task.list", {"deny": true, "rate_per_minute": 1, "timeout_ms": 10})]
+	d := decide("math", {"team_rules": r})
+	allowed(d, ["category_a_default"])
+	d.obligations == {"timeout_ms": 1500, "rate": {"per_minute": 600}, "redact": []}
+}
+
 # --- team and confidential mode -------------------------------------------------------------
 
 test_team_mismatch_denies_even_category_a if {
@@ -193,6 +251,13 @@ test_confidential_mode_excludes_plugins if {
 	o := {"confidential": true, "grants": [grant("plugin.echo")]}
 	denied(decide("plugin.echo", o), ["confidential_excludes_plugins"])
 	allowed(decide("plugin.echo", {"grants": [grant("plugin.echo")]}), ["granted"])
+}
+
+test_plugin_category_a_tool_is_not_default_enabled if {
+	denied(decide("text.wordfreq", {}), ["grant_required"])
+	denied(decide("text.wordfreq", {"phase": "list"}), ["grant_required"])
+	allowed(decide("text.wordfreq", {"grants": [grant("text.wordfreq")]}), ["granted"])
+	allowed(decide("math", {}), ["category_a_default"])
 }
 
 test_confidential_mode_redacts_args_and_output if {

@@ -56,7 +56,10 @@ class ArgsChecker:
         assert manifest.max_args_bytes is not None
         self.max_bytes = manifest.max_args_bytes
         self._schema = manifest.input_schema
-        self._fast = jsonschema_rs.Draft202012Validator(manifest.input_schema)
+        try:
+            self._fast: Any = jsonschema_rs.Draft202012Validator(manifest.input_schema)
+        except Exception:  # a construct the Rust validator does not take: Python alone
+            self._fast = None
         self._explainer: Draft202012Validator | None = None
 
     def check(self, args: dict[str, Any], body_bytes: int | None = None) -> None:
@@ -67,13 +70,26 @@ class ArgsChecker:
             if size > self.max_bytes:
                 raise InvalidArgs(f"args of {size} bytes exceed {self.tool_id}'s bound of "
                                   f"{self.max_bytes} bytes")
-        if self._fast.is_valid(args):
+        try:
+            if self._fast is not None and self._fast.is_valid(args):
+                return
+        except Exception:  # e.g. an integer beyond 64 bits: the Python validator decides
+            self._python_decides(args)
             return
         where, message = self._explain(args)
         raise InvalidArgs(f"args do not match {self.tool_id}'s input schema at {where}: {message}")
 
+    def _python_decides(self, args: dict[str, Any]) -> None:
+        if self._explainer is None:
+            self._explainer = Draft202012Validator(size_first(self._schema))
+        detail = first_error(self._explainer, args)
+        if detail is not None:
+            raise InvalidArgs(f"args do not match {self.tool_id}'s input schema at "
+                              f"{detail.json_path}: "
+                              f"{_short(detail.message, str(detail.validator), detail.validator_value)}")
+
     def _explain(self, args: dict[str, Any]) -> tuple[str, str]:
-        error = next(self._fast.iter_errors(args), None)
+        error = next(self._fast.iter_errors(args), None) if self._fast is not None else None
         if error is not None and type(error.kind).__name__ not in ("OneOfNotValid", "AnyOf"):
             path = list(error.schema_path)
             return json_path(list(error.instance_path)), _short(

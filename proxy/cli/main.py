@@ -60,6 +60,13 @@ def cmd_services(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plugin_host(a: argparse.Namespace) -> int:
+    from proxy.cli.serve import plugin_host
+
+    plugin_host(_settings())
+    return 0
+
+
 def cmd_token(a: argparse.Namespace) -> int:
     from proxy.tokens import mint
 
@@ -239,6 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--workers", type=int, help="proxy processes sharing the port (default 1)")
 
     add("services", cmd_services, "run the built-in tool services alone")
+    add("plugin-host", cmd_plugin_host, "run the plugin host and its sandbox workers alone")
     add("migrate", cmd_migrate, "apply SQL migrations to TOOLPROXY_DATABASE_URL")
 
     sp = add("token", cmd_token, "print a signed bearer token")
@@ -288,6 +296,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--day", help="YYYY-MM-DD (default: today, UTC)")
     sp.add_argument("--url")
     sp.add_argument("--data-dir")
+
+    from proxy.cli.plugins import add_parser as add_plugins
+
+    add_plugins(sub)
 
     sp = add("mcp-stdio", cmd_mcp_stdio, "MCP stdio server relaying to a proxy's /mcp (for desktop MCP clients)")
     sp.add_argument("--url", help="the proxy (default: TOOLPROXY_URL or the data dir's running stack)")

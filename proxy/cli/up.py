@@ -1,4 +1,5 @@
-"""`toolproxy up`: Postgres, NATS, migrations, services and the proxy, supervised as one stack."""
+"""`toolproxy up`: Postgres, NATS, migrations, services, the plugin host and the proxy,
+supervised as one stack."""
 
 from __future__ import annotations
 
@@ -100,7 +101,8 @@ class Stack:
             **self.extra_env,
         )
         me = [sys.executable, "-m", "proxy.cli.main"]
-        for name, argv in (("services", [*me, "services"]), ("proxy", [*me, "serve"])):
+        for name, argv in (("services", [*me, "services"]), ("plugins", [*me, "plugin-host"]),
+                           ("proxy", [*me, "serve"])):
             child = Child(name, argv, log_path=self.logs / f"{name}.log", env=env)
             child.start()
             self.children.append(child)
@@ -169,6 +171,17 @@ class Stack:
         assert self.pg is not None
         self.children.insert(0, self.pg.start(self.logs / "postgres.log"))
         await self.pg.wait_ready()
+
+    def stop_nats(self) -> None:
+        """Stop the embedded NATS, keeping its JetStream store and port (outage drills)."""
+        assert self.nats is not None and self.nats.child is not None
+        self.children.remove(self.nats.child)
+        self.nats.stop()
+
+    async def start_nats(self) -> None:
+        assert self.nats is not None
+        self.children.insert(1 if self.pg is not None else 0, self.nats.start(self.logs / "nats.log"))
+        await self.nats.wait_ready()
 
     def stop(self) -> None:
         for child in reversed(self.children):

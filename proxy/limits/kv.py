@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
+from proxy.jetstream import asset_missing
+
 Step = Callable[[bytes | None], tuple[bytes | None, Any]]
+Ensure = Callable[[], Awaitable[None]]
 
 _MAX_ATTEMPTS = 16
 _CACHE_MAX = 50_000
@@ -29,8 +32,12 @@ class Contended(Exception):
 
 
 class CasStore:
-    def __init__(self, kv: KeyValue) -> None:
+    """`on_missing` re-creates the bucket when the server lost it (a memory bucket does not
+    survive a restart); the round that found it missing is then tried once more."""
+
+    def __init__(self, kv: KeyValue, on_missing: Ensure | None = None) -> None:
         self._kv = kv
+        self._on_missing = on_missing
         self._known: OrderedDict[str, tuple[bytes | None, int]] = OrderedDict()
         self._queued: dict[str, list[tuple[Step, asyncio.Future[Any]]]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
@@ -64,7 +71,21 @@ class CasStore:
         finally:
             self._workers.pop(key, None)
 
+    def forget(self) -> None:
+        """Drop remembered revisions (the bucket was re-created: they mean nothing now)."""
+        self._known.clear()
+
     async def _apply(self, key: str, steps: list[Step]) -> list[Any]:
+        try:
+            return await self._apply_once(key, steps)
+        except Exception as exc:
+            if self._on_missing is None or not asset_missing(exc):
+                raise
+        await self._on_missing()
+        self.forget()
+        return await self._apply_once(key, steps)
+
+    async def _apply_once(self, key: str, steps: list[Step]) -> list[Any]:
         known = self._known.get(key)
         value, revision = known if known is not None else await self._read(key)
         for _ in range(_MAX_ATTEMPTS):

@@ -37,10 +37,12 @@ class LimitsUnavailable(Exception):
     """The shared limit state could not be read or written: the call is refused."""
 
 
-
-
 class Limiter(Protocol):
     async def start(self) -> None: ...
+
+    async def ensure(self) -> None:
+        """Re-create what a restarted store lost (run after a reconnect)."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -90,8 +92,7 @@ def make_limiter(store: str, *, nats: Any, pool: Any, quota_of: QuotaOf,
     if store == "nats":
         from proxy.limits.nats_store import NatsLimiter
 
-        return NatsLimiter(nats.jetstream(timeout=2.0), quota_of, on_counted,
-                           team_per_minute=team_per_minute)
+        return NatsLimiter(nats, quota_of, on_counted, team_per_minute=team_per_minute)
     from proxy.limits.pg_store import PostgresLimiter
 
     return PostgresLimiter(pool, quota_of, on_counted, team_per_minute=team_per_minute)

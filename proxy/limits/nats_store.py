@@ -11,14 +11,15 @@ import time
 from typing import Any
 
 import structlog
-from nats.js import JetStreamContext
+from nats.aio.client import Client as NATS
 from nats.js.api import KeyValueConfig, StorageType
 
 from pdp.quotas import Quota
+from proxy.jetstream import Ensure
 from proxy.limits import keys
 from proxy.limits.counters import Counters
-from proxy.limits.gcra import Rate, Verdict, give_back, take
 from proxy.limits.kv import CasStore
+from proxy.limits.leases import Grant, LeasedBuckets
 from proxy.limits.limiter import (
     Admission,
     LimitsUnavailable,
@@ -32,32 +33,48 @@ from proxy.limits.limiter import (
 log = structlog.get_logger("toolproxy.limits")
 
 RATE_BUCKET = "toolproxy_rate"
+_LOCAL = Grant(True)
 QUOTA_BUCKET = "toolproxy_quota"
 
 
 class NatsLimiter:
     def __init__(
         self,
-        js: JetStreamContext,
+        nc: NATS,
         quota_of: QuotaOf,
         on_counted: OnCounted | None = None,
         *,
         team_per_minute: dict[str, float] | None = None,
+        timeout_s: float = 1.0,
     ) -> None:
-        self._js = js
+        self._nc = nc
+        self._js = nc.jetstream(timeout=timeout_s)
         self._team_per_minute = team_per_minute or {}
         self._quota_of = quota_of
         self._on_counted = on_counted  # e.g. to publish remaining-quota gauges
         self._rates: CasStore | None = None
+        self._buckets: LeasedBuckets | None = None
         self._quotas: CasStore | None = None
         self._settling: set[asyncio.Task[None]] = set()
+        self.ensure = Ensure(self._ensure_buckets)
 
     async def start(self) -> None:
-        # Rate state is worth little after a restart (buckets refill within a minute): kept in
-        # memory for fast acknowledgements. Quota counters must survive one: on disk.
+        await self.ensure()
+
+    async def _ensure_buckets(self) -> None:
+        """Rate state is worth little after a restart (buckets refill within a minute): kept in
+        memory for fast acknowledgements, and re-created empty when a restarted server lost
+        it. Quota counters must survive one: on disk."""
         rate_kv = await self._bucket(RATE_BUCKET, ttl=3600.0, storage=StorageType.MEMORY)
         quota_kv = await self._bucket(QUOTA_BUCKET, ttl=3 * 86400.0, storage=StorageType.FILE)
-        self._rates, self._quotas = CasStore(rate_kv), CasStore(quota_kv)
+        if self._rates is None or self._quotas is None:
+            self._rates = CasStore(rate_kv, on_missing=self.ensure)
+            self._quotas = CasStore(quota_kv, on_missing=self.ensure)
+            self._buckets = LeasedBuckets(self._rates)
+            self._buckets.start()
+        else:
+            self._rates.forget()
+            self._quotas.forget()
 
     async def _bucket(self, name: str, ttl: float, storage: StorageType) -> Any:
         try:
@@ -68,6 +85,8 @@ class NatsLimiter:
             )
 
     async def close(self) -> None:
+        if self._buckets is not None:
+            await self._buckets.close()  # unused leased tokens go back to the shared buckets
         if self._settling:
             await asyncio.wait(self._settling, timeout=2)
 
@@ -84,60 +103,40 @@ class NatsLimiter:
         now: float | None = None,
     ) -> Admission:
         assert self._rates is not None and self._quotas is not None
+        if not self._nc.is_connected:  # refused at once, not after a timeout per bucket
+            raise LimitsUnavailable("the message bus is disconnected")
         now = time.time() if now is None else now
         agent_rate, team_rate = rates(category, rate, self._team_per_minute)
         agent_key = keys.agent_tool(team_id, agent_id, tool)
         team_key = keys.team_category(team_id, category)
+        assert self._buckets is not None
+        b = self._buckets
         try:
-            # All three in parallel (one round trip); whatever was taken for a refused call
-            # is given back.
-            a, t, q = await asyncio.gather(
-                self._take(agent_key, agent_rate, now),
-                self._take(team_key, team_rate, now),
-                self._count_invocation(team_id, agent_id, now),
-                return_exceptions=True,
-            )
-            pairs = (((agent_key, agent_rate), a), ((team_key, team_rate), t))
-            taken = [kr for kr, v in pairs if isinstance(v, Verdict) and v.allowed]
-            counted = not isinstance(q, BaseException) and q is None
-            failure = next((v for v in (a, t, q) if isinstance(v, BaseException)), None)
-            rate_ok = isinstance(a, Verdict) and a.allowed and isinstance(t, Verdict) and t.allowed
-            if failure is not None or not rate_ok or not counted:
-                await self._give_back_rates(taken, now)
-                if counted:
-                    await self._uncount(team_id, agent_id, now)
-            if failure is not None:
-                raise LimitsUnavailable(str(failure) or type(failure).__name__) from failure
-            assert isinstance(a, Verdict) and isinstance(t, Verdict)
-            if not rate_ok:
-                denied = [(v, why) for v, why in ((a, "agent_tool_rate"), (t, "team_category_rate"))
-                          if not v.allowed]
-                worst = max(denied, key=lambda d: d[0].retry_after)
-                return Admission(False, "rate_limited", worst[1], worst[0].retry_after)
-            if not counted:
+            # Usually both come from this replica's leases, without a round trip; else the
+            # missing ones from the shared buckets, together.
+            local_a, local_t = b.try_local(agent_key, agent_rate), b.try_local(team_key, team_rate)
+            if local_a and local_t:
+                a = t = _LOCAL
+            elif local_a or local_t:
+                a = _LOCAL if local_a else await b.take(agent_key, agent_rate)
+                t = _LOCAL if local_t else await b.take(team_key, team_rate)
+            else:
+                a, t = await asyncio.gather(b.take(agent_key, agent_rate), b.take(team_key, team_rate))
+            if not (a.allowed and t.allowed):
+                if a.allowed:
+                    b.give(agent_key)
+                if t.allowed:
+                    b.give(team_key)
+                denied = (a, "agent_tool_rate") if not a.allowed else (t, "team_category_rate")
+                return Admission(False, "rate_limited", denied[1], denied[0].retry_after)
+            q = await self._count_invocation(team_id, agent_id, now)
+            if q is not None:
+                self._buckets.give(agent_key)
+                self._buckets.give(team_key)
                 return Admission(False, "quota_exceeded", f"quota_{q}", seconds_to_midnight(now))
-        except LimitsUnavailable:
-            raise
         except Exception as exc:
             raise LimitsUnavailable(str(exc) or type(exc).__name__) from exc
         return Admission(True)
-
-    async def _take(self, key: str, rate: Rate, now: float) -> Verdict:
-        assert self._rates is not None
-
-        def step(raw: bytes | None) -> tuple[bytes | None, Verdict]:
-            v = take(rate, float(raw) if raw else None, now)
-            return (repr(v.tat).encode() if v.allowed else None), v
-
-        return await self._rates.change(key, step)
-
-    async def _give_back_rates(self, taken: list[tuple[str, Rate]], now: float) -> None:
-        assert self._rates is not None
-        for key, rate in taken:
-            with contextlib.suppress(Exception):  # best effort: at worst one token is lost
-                await self._rates.change(
-                    key, lambda raw, r=rate: ((repr(give_back(r, float(raw), now)).encode() if raw else None), None)
-                )
 
     def _quota_scopes(self, team_id: str, agent_id: str, now: float) -> list[tuple[str, str | None, Quota | None]]:
         """Counters are kept only where a quota exists (a quota set mid-day is seeded from the

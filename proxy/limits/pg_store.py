@@ -53,6 +53,9 @@ class PostgresLimiter:
     async def start(self) -> None:
         pass
 
+    async def ensure(self) -> None:
+        pass  # Postgres keeps its tables
+
     async def close(self) -> None:
         if self._settling:
             await asyncio.wait(self._settling, timeout=2)

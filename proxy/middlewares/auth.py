@@ -6,6 +6,7 @@ import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from proxy import tracing
 from proxy.appkeys import IDENTITY, VERIFIER
 from proxy.errors import Unauthenticated
 
@@ -23,7 +24,8 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
             "a bearer token is required", headers={"WWW-Authenticate": 'Bearer realm="toolproxy"'}
         )
     try:
-        identity = request.app[VERIFIER].verify(token.strip())
+        with tracing.span("authenticate"):
+            identity = request.app[VERIFIER].verify(token.strip())
     except Unauthenticated as exc:
         exc.headers["WWW-Authenticate"] = 'Bearer realm="toolproxy", error="invalid_token"'
         raise

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
-from typing import Literal
+import re
+from typing import Annotated, Any, Literal
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from pdp.decision_log import query_decisions
 from pdp.rego_tests import run_policy_tests
@@ -16,10 +16,12 @@ from pdp.policy_store import activate, revisions
 from proxy.appkeys import CATALOG, OVERRIDE_REPO, PDP, POOL, SETTINGS, identity_of
 from proxy.body import read_model
 from proxy.errors import ApiError, Forbidden, InvalidRequest, NotFound, UnknownTool
-from proxy.identity import ID_PATTERN, is_valid_id
+from proxy.identity import ID_PATTERN
+from proxy.params import query_choice, query_id, query_int, query_time, query_uuid
 from proxy.routes.admin_grants import governed_team, require_governance
 from proxy.routes.tools import json_response
-from services.sdk.manifest import is_valid_tool_name
+from proxy.strict import TOOL_NAME_PATTERN, PerMinute, StrictModel, Timestamp, TimeoutMs
+from services.sdk.manifest import TOOL_NAME_MAX, is_valid_tool_name
 
 routes = web.RouteTableDef()
 
@@ -29,31 +31,46 @@ class PolicyRejected(ApiError):
     http_status = 400
 
 
-class OverrideRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+# The entrypoint every decision comes from (pdp.policy_set.ENTRYPOINT): a set without it would
+# compile, pass its tests, and then answer policy_undefined (503) to every call of every team.
+_DECIDES = re.compile(r"^package\s+toolproxy\.authz\s*$.*?^(?:default\s+)?decision\b",
+                      re.M | re.S | re.ASCII)
 
+
+RESULTS = ("allow", "deny", "approval_required", "error")
+MAX_MODULE_CHARS = 256 << 10
+
+MODULE_NAME_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,94}\.rego$"  # a plain file name
+ModuleName = Annotated[str, Field(pattern=MODULE_NAME_PATTERN, max_length=100)]
+
+
+def _modules_schema(schema: dict[str, Any]) -> None:
+    # Stated as propertyNames: every key must match (patternProperties would let others by).
+    schema.pop("patternProperties", None)
+    schema["propertyNames"] = {"pattern": MODULE_NAME_PATTERN, "maxLength": 100}
+    schema["additionalProperties"] = {"type": "string", "maxLength": MAX_MODULE_CHARS}
+
+
+class OverrideRequest(StrictModel):
     team_id: str = Field(pattern=ID_PATTERN, max_length=64)
     agent_id: str = Field(pattern=ID_PATTERN, max_length=64)
-    tool: str = Field(max_length=64)
+    tool: str = Field(pattern=TOOL_NAME_PATTERN, max_length=TOOL_NAME_MAX)
     effect: Literal["allow", "deny"] = "allow"
-    timeout_ms: int | None = Field(default=None, gt=0, le=60_000)
-    rate_per_minute: int | None = Field(default=None, ge=0, le=1_000_000)
+    timeout_ms: TimeoutMs | None = None
+    rate_per_minute: PerMinute | None = None
     reason: str = Field(default="", max_length=500)
-    expires_at: datetime | None = None
+    expires_at: Timestamp | None = None
 
 
-class OverrideKey(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class OverrideKey(StrictModel):
     team_id: str = Field(pattern=ID_PATTERN, max_length=64)
     agent_id: str = Field(pattern=ID_PATTERN, max_length=64)
-    tool: str = Field(max_length=64)
+    tool: str = Field(pattern=TOOL_NAME_PATTERN, max_length=TOOL_NAME_MAX)
 
 
-class PolicyPush(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    modules: dict[str, str] = Field(min_length=1, max_length=64)
+class PolicyPush(StrictModel):
+    modules: dict[ModuleName, Annotated[str, Field(max_length=MAX_MODULE_CHARS)]] = Field(
+        min_length=1, max_length=64, json_schema_extra=_modules_schema)
 
 
 @routes.post("/v1/admin/overrides")
@@ -61,7 +78,7 @@ async def put_override(request: web.Request) -> web.Response:
     identity = identity_of(request)
     body = await read_model(request, OverrideRequest)
     require_governance(identity, body.team_id)
-    if not is_valid_tool_name(body.tool) or request.app[CATALOG].get(body.tool) is None:
+    if request.app[CATALOG].get(body.tool) is None:
         raise UnknownTool(f"no tool named {body.tool!r}")
     if body.agent_id == identity.agent_id and body.effect == "allow":
         raise Forbidden("no self-authorization: you cannot allow tools for yourself")
@@ -96,26 +113,14 @@ async def delete_override(request: web.Request) -> web.Response:
 async def decisions(request: web.Request) -> web.Response:
     q = request.query
     team = governed_team(request, identity_of(request))
-    if q.get("agent_id") is not None and not is_valid_id(q["agent_id"]):
-        raise InvalidRequest("agent_id is not a valid id")
     if q.get("tool") is not None and not is_valid_tool_name(q["tool"]):
         raise InvalidRequest("tool is not a valid tool name")
-    if q.get("result") not in (None, "allow", "deny", "approval_required", "error"):
-        raise InvalidRequest("result must be allow, deny, approval_required or error")
-    if q.get("phase") not in (None, "list", "call"):
-        raise InvalidRequest("phase must be list or call")
-    try:
-        since = datetime.fromisoformat(q["since"]) if "since" in q else None
-        until = datetime.fromisoformat(q["until"]) if "until" in q else None
-        limit = min(max(int(q.get("limit", "100")), 1), 1000)
-        call_id = q.get("call_id")
-        rows = await query_decisions(
-            request.app[POOL], team_id=team, agent_id=q.get("agent_id"), tool=q.get("tool"),
-            result=q.get("result"), phase=q.get("phase"), call_id=call_id, since=since,
-            until=until, limit=limit,
-        )
-    except ValueError as exc:
-        raise InvalidRequest(f"bad query: {exc}") from None
+    rows = await query_decisions(
+        request.app[POOL], team_id=team, agent_id=query_id(q, "agent_id"), tool=q.get("tool"),
+        result=query_choice(q, "result", RESULTS), phase=query_choice(q, "phase", ("list", "call")),
+        call_id=query_uuid(q, "call_id"), since=query_time(q, "since"),
+        until=query_time(q, "until"), limit=query_int(q, "limit", 100, lo=1, hi=1000),
+    )
     return json_response(200, {"decisions": rows})
 
 
@@ -131,18 +136,20 @@ async def list_policies(request: web.Request) -> web.Response:
 @routes.post("/v1/admin/policies")
 async def push_policies(request: web.Request) -> web.Response:
     """Validate with the engine, then activate: every replica follows within a second.
-    An invalid set is refused with the engine's own message; the serving revision stays."""
+    An invalid set is refused with the engine's own message; the serving revision stays.
+    The global modules decide for every team: pushing them is an admin act (a team's
+    governance shapes its own team's decisions with team rules, admin_team_rules.py)."""
     identity = identity_of(request)
-    if not identity.is_admin and identity.role != "governance":
-        raise Forbidden("policy pushes need a governance or admin token")
+    if not identity.is_admin:
+        raise Forbidden("policy pushes need an admin token; governance shapes its team with "
+                        "/v1/admin/team-rules")
     body = await read_model(request, PolicyPush)
-    for name in body.modules:
-        if not name.endswith(".rego") or "/" in name or name.startswith(".") or len(name) > 100:
-            raise InvalidRequest(f"module names are plain *.rego file names: {name!r}")
     policies = PolicySet(
         modules={k: v for k, v in body.modules.items() if not k.endswith("_test.rego")},
         tests={k: v for k, v in body.modules.items() if k.endswith("_test.rego")},
     )
+    if not any(_DECIDES.search(source) for source in policies.modules.values()):
+        raise PolicyRejected("no module defines the decision: package toolproxy.authz, rule `decision`")
     # In a child process: some sources abort rego-cpp, which must not take this proxy down.
     # The pushed *_test.rego tests must pass too.
     results = await asyncio.to_thread(run_policy_tests, policies)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from pdp.grants import is_valid_capability
 from proxy.appkeys import CATALOG, GRANT_REPO, identity_of
@@ -13,17 +11,16 @@ from proxy.body import read_model
 from proxy.errors import Forbidden, InvalidRequest, NotFound, UnknownTool
 from proxy.identity import ID_PATTERN, Identity, is_valid_id
 from proxy.routes.tools import json_response
+from proxy.strict import CAPABILITY_PATTERN, StrictModel, Timestamp
 
 routes = web.RouteTableDef()
 
 
-class GrantRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class GrantRequest(StrictModel):
     team_id: str = Field(pattern=ID_PATTERN, max_length=64)
     agent_id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=64)
-    capability: str = Field(max_length=80)
-    expires_at: datetime | None = None
+    capability: str = Field(pattern=CAPABILITY_PATTERN, max_length=80)
+    expires_at: Timestamp | None = None
 
 
 def require_governance(identity: Identity, team_id: str | None) -> None:
@@ -36,7 +33,9 @@ def require_governance(identity: Identity, team_id: str | None) -> None:
 def governed_team(request: web.Request, identity: Identity) -> str | None:
     """The team a governance read covers: `?team_id=` (validated), else the caller's own team;
     None (every team) only for admins. Raises unless the caller may read it."""
-    team = request.query.get("team_id") or (None if identity.is_admin else identity.team_id)
+    team = request.query.get("team_id")  # given but empty is not "every team": invalid
+    if team is None and not identity.is_admin:
+        team = identity.team_id
     if team is not None and not is_valid_id(team):
         raise InvalidRequest("team_id is not a valid id")
     require_governance(identity, team)

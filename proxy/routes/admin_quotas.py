@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncpg
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from pdp.quotas import Quota
 from proxy.limits.counters import Counters
@@ -14,24 +14,21 @@ from proxy.errors import Forbidden, NotFound
 from proxy.identity import ID_PATTERN
 from proxy.routes.admin_grants import governed_team
 from proxy.routes.tools import json_response
+from proxy.strict import Amount, Count, StrictModel
 
 routes = web.RouteTableDef()
 
 
-class QuotaBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class QuotaBody(StrictModel):
     team_id: str = Field(pattern=ID_PATTERN, max_length=64)
     agent_id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=64)
-    invocations: int | None = Field(default=None, ge=0)
-    tokens: int | None = Field(default=None, ge=0)
-    compute_units: float | None = Field(default=None, ge=0)
-    cost_1t: float | None = Field(default=None, ge=0)
+    invocations: Count | None = None
+    tokens: Count | None = None
+    compute_units: Amount | None = None
+    cost_1t: Amount | None = None
 
 
-class QuotaKey(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class QuotaKey(StrictModel):
     team_id: str = Field(pattern=ID_PATTERN, max_length=64)
     agent_id: str | None = Field(default=None, pattern=ID_PATTERN, max_length=64)
 

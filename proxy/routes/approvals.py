@@ -5,30 +5,27 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from pdp.approvals import ApprovalError
 from proxy.appkeys import APPROVAL_FLOW, identity_of
 from proxy.body import read_model
-from proxy.errors import Conflict, Forbidden, InvalidRequest, NotFound
-from proxy.identity import is_valid_id
+from proxy.errors import Conflict, Forbidden, NotFound
+from proxy.params import path_uuid, query_choice, query_id, query_int
 from proxy.routes.tools import json_response
+from proxy.strict import StrictModel
 
 routes = web.RouteTableDef()
 
 STATES = ("pending", "approved", "denied", "expired", "executing", "executed")
 
 
-class DecisionBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class DecisionBody(StrictModel):
     decision: Literal["approve", "deny"]
     reason: str = Field(default="", max_length=1000)
 
 
-class ResumeBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ResumeBody(StrictModel):
     args: dict[str, Any] | None = None  # only for confidential calls (their args were not kept)
 
 
@@ -41,20 +38,13 @@ async def list_approvals(request: web.Request) -> web.Response:
     identity = identity_of(request)
     if not identity.is_governance:
         raise Forbidden("approvals are for governance and admin tokens")
-    state = request.query.get("state", "pending")
-    if state not in (*STATES, "all"):
-        raise InvalidRequest(f"state must be one of {', '.join(STATES)} or all")
-    team = request.query.get("team_id")
-    if team is not None and not is_valid_id(team):
-        raise InvalidRequest("team_id is not a valid id")
+    state = query_choice(request.query, "state", (*STATES, "all"), "pending")
+    team = query_id(request.query, "team_id")
     if not identity.is_admin:
         if team is not None and team != identity.team_id:
             raise Forbidden("governance tokens see their own team only")
         team = identity.team_id
-    try:
-        limit = min(max(int(request.query.get("limit", "100")), 1), 1000)
-    except ValueError:
-        raise InvalidRequest("limit must be an integer") from None
+    limit = query_int(request.query, "limit", 100, lo=1, hi=1000)
     flow = request.app[APPROVAL_FLOW]
     await flow.sweep()
     rows = await flow.approvals.list(team_id=team, state=None if state == "all" else state, limit=limit)
@@ -68,7 +58,7 @@ async def decide(request: web.Request) -> web.Response:
         raise Forbidden("only governance and admin tokens can approve or deny")
     body = await read_model(request, DecisionBody)
     flow = request.app[APPROVAL_FLOW]
-    approval_id = request.match_info["approval_id"]
+    approval_id = path_uuid(request, "approval_id", "no such approval")
     try:
         current = await flow.approvals.get(approval_id)
     except ApprovalError:
@@ -96,5 +86,6 @@ async def decide(request: web.Request) -> web.Response:
 async def resume(request: web.Request) -> web.Response:
     identity = identity_of(request)
     body = await read_model(request, ResumeBody) if request.body_exists else ResumeBody()
-    outcome = await request.app[APPROVAL_FLOW].resume(identity, request.match_info["call_id"], body.args)
+    call_id = path_uuid(request, "call_id", "no such call")
+    outcome = await request.app[APPROVAL_FLOW].resume(identity, call_id, body.args)
     return json_response(outcome.http_status, outcome.body, outcome.headers)

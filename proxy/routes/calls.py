@@ -4,14 +4,15 @@ team's call does not exist for the caller)."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 
 from aiohttp import web
 
-from proxy.appkeys import APPROVAL_FLOW, PIPELINE, POOL, identity_of
+from proxy.appkeys import APPROVAL_FLOW, JOURNAL, PIPELINE, POOL, identity_of
+from proxy.call_reads import read_call_now, read_result_now
 from proxy.calls import TERMINAL, read_call
 from proxy.errors import Conflict, Forbidden, NotFound
 from proxy.output import read_artifact
+from proxy.params import path_uuid
 from proxy.routes.tools import json_response
 
 routes = web.RouteTableDef()
@@ -25,11 +26,24 @@ class CallNotRunning(Conflict):
 
 @routes.get("/v1/calls/{call_id}")
 async def get_call(request: web.Request) -> web.Response:
+    """The call's latest state, at once after its response, from any replica."""
     identity = identity_of(request)
-    call = await read_call(request.app[POOL], request.match_info["call_id"], identity.team_id)
+    call_id = path_uuid(request, "call_id", "no such call")
+    call = await read_call_now(request.app[POOL], request.app[JOURNAL], call_id, identity.team_id)
     if call is None:
         raise NotFound("no such call")
     return json_response(200, call)
+
+
+@routes.get("/v1/results/{result_id}")
+async def get_result(request: web.Request) -> web.Response:
+    """A call's result (output, metering, references) by its result_id."""
+    identity = identity_of(request)
+    result_id = path_uuid(request, "result_id", "no such result")
+    result = await read_result_now(request.app[POOL], request.app[JOURNAL], result_id, identity.team_id)
+    if result is None:
+        raise NotFound("no such result")
+    return json_response(200, result)
 
 
 @routes.post("/v1/calls/{call_id}/cancel")
@@ -40,11 +54,7 @@ async def cancel_call(request: web.Request) -> web.Response:
     identity = identity_of(request)
     pool = request.app[POOL]
     pipeline = request.app[PIPELINE]
-    call_id = request.match_info["call_id"]
-    try:
-        uuid.UUID(call_id)
-    except ValueError:
-        raise NotFound("no such call") from None
+    call_id = path_uuid(request, "call_id", "no such call")
     by = f"{identity.role}:{identity.agent_id}"
     call = await read_call(pool, call_id, identity.team_id)
     if call is None:
@@ -80,7 +90,8 @@ async def cancel_call(request: web.Request) -> web.Response:
 @routes.get("/v1/artifacts/{artifact_id}")
 async def get_artifact(request: web.Request) -> web.Response:
     identity = identity_of(request)
-    row = await read_artifact(request.app[POOL], request.match_info["artifact_id"], identity.team_id)
+    artifact_id = path_uuid(request, "artifact_id", "no such artifact")
+    row = await read_artifact(request.app[POOL], artifact_id, identity.team_id)
     if row is None:
         raise NotFound("no such artifact")
     return web.Response(body=row["content"], content_type=row["media_type"],

@@ -7,36 +7,24 @@ import time
 import orjson
 from aiohttp import web
 
-from proxy.appkeys import EVENT_HUB, POOL, identity_of
-from proxy.errors import ApiError, InvalidRequest
+from proxy.appkeys import EVENT_HUB, POOL, SETTINGS, identity_of
+from proxy.errors import ApiError
 from proxy.identity import Identity
 from proxy.events import read_events
+from proxy.params import query_int
 from proxy.routes.tools import json_response
 
 routes = web.RouteTableDef()
 
 MAX_LIMIT = 1000
 KEEPALIVE_S = 15.0
-STREAM_MAX_S = 3600.0  # then the client reconnects with Last-Event-ID
-
-
-def _int(value: str | None, name: str, default: int) -> int:
-    if value is None or value == "":
-        return default
-    try:
-        n = int(value)
-    except ValueError:
-        raise InvalidRequest(f"{name} must be an integer") from None
-    if n < 0:
-        raise InvalidRequest(f"{name} must not be negative")
-    return n
 
 
 @routes.get("/v1/events")
 async def poll(request: web.Request) -> web.Response:
     identity = identity_of(request)
-    cursor = _int(request.query.get("cursor"), "cursor", 0)
-    limit = min(max(_int(request.query.get("limit"), "limit", 100), 1), MAX_LIMIT)
+    cursor = query_int(request.query, "cursor", 0)
+    limit = query_int(request.query, "limit", 100, lo=1, hi=MAX_LIMIT)
     events = await read_events(request.app[POOL], identity.team_id, cursor, limit)
     return json_response(200, {"events": events, "cursor": events[-1]["sequence"] if events else cursor})
 
@@ -63,14 +51,16 @@ async def stream(request: web.Request) -> web.StreamResponse:
 
 
 async def _stream(request: web.Request, identity: Identity) -> web.StreamResponse:
-    cursor = _int(request.headers.get("Last-Event-ID") or request.query.get("cursor"), "cursor", 0)
+    cursor = query_int(request.query, "cursor", 0)
+    if "Last-Event-ID" in request.headers:  # the browser's reconnect: it wins over ?cursor=
+        cursor = query_int(request.headers, "Last-Event-ID", cursor)
     pool = request.app[POOL]
     hub = request.app[EVENT_HUB]
     resp = web.StreamResponse(headers={
         "Content-Type": "text/event-stream", "Cache-Control": "no-cache", "X-Accel-Buffering": "no",
     })
     await resp.prepare(request)
-    ends = time.monotonic() + STREAM_MAX_S
+    ends = time.monotonic() + request.app[SETTINGS].events_stream_max_s
     last_write = time.monotonic()
     while time.monotonic() < ends:
         events = await read_events(pool, identity.team_id, cursor, 500)
@@ -85,7 +75,7 @@ async def _stream(request: web.Request, identity: Identity) -> web.StreamRespons
         if time.monotonic() - last_write >= KEEPALIVE_S:
             await resp.write(b": keepalive\n\n")
             last_write = time.monotonic()
-        await hub.wait(identity.team_id, timeout=KEEPALIVE_S)
+        await hub.wait(identity.team_id, timeout=max(0.0, min(KEEPALIVE_S, ends - time.monotonic())))
     return resp
 
 

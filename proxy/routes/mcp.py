@@ -43,6 +43,7 @@ from proxy.mcp.protocol import (
 )
 from proxy.mcp.session import codec_for
 from proxy.routes.tools import json_response
+from proxy.strict import json_text_problem
 
 log = structlog.get_logger("toolproxy.mcp")
 routes = web.RouteTableDef()
@@ -79,6 +80,9 @@ async def post(request: web.Request) -> web.Response:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError:
         return _error(400, McpError(PARSE_ERROR, "Parse error"))
+    problem = json_text_problem(data)  # the native API's rule: refused before anything runs
+    if problem is not None:  # (id null: the id itself may be what is refused)
+        return _error(400, McpError(INVALID_REQUEST, problem, {"code": "invalid_request"}))
     header_version = request.headers.get(modern.VERSION_HEADER)
     if isinstance(obj, list):
         if header_version in MODERN_VERSIONS:

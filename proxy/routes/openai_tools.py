@@ -14,7 +14,7 @@ from typing import Any, Literal
 import orjson
 import structlog
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from proxy.appkeys import APPROVAL_FLOW, CATALOG, PIPELINE, identity_of
 from proxy.body import read_model
@@ -32,6 +32,7 @@ from proxy.mcp.notices import (
 from proxy.openai_names import from_openai, to_openai
 from proxy.pipeline import Outcome, error_outcome
 from proxy.routes.tools import json_response
+from proxy.strict import StrictModel, json_text_problem
 
 log = structlog.get_logger("toolproxy.openai")
 routes = web.RouteTableDef()
@@ -41,14 +42,26 @@ MAX_ARGUMENTS_BYTES = 256 << 10  # one call's arguments (a JSON string)
 MAX_PARALLEL = 8
 
 
-class FunctionCall(BaseModel):
+class FunctionCall(StrictModel):
     model_config = ConfigDict(extra="ignore")
 
     name: str = Field(min_length=1, max_length=256)
-    arguments: str = Field(default="", max_length=MAX_ARGUMENTS_BYTES)
+    arguments: str = Field(default="", max_length=MAX_ARGUMENTS_BYTES,
+                           description="the arguments as a JSON object, in a string")
+
+    @field_validator("arguments")
+    @classmethod
+    def _storable(cls, value: str) -> str:
+        # JSON inside JSON: a NUL escape in the arguments is `\\u0000` in the body (an even
+        # run of backslashes), so the body's own check does not see it; this one does.
+        # Refused for the whole message, before any of its calls runs.
+        problem = json_text_problem(value)  # not JSON: that call answers invalid_args itself
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
 
-class ToolCall(BaseModel):
+class ToolCall(StrictModel):
     """An OpenAI `ChatCompletionMessageToolCall` (function calls only: we offer only functions)."""
 
     model_config = ConfigDict(extra="ignore")
@@ -58,9 +71,7 @@ class ToolCall(BaseModel):
     function: FunctionCall
 
 
-class ToolCallsBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class ToolCallsBody(StrictModel):
     tool_calls: list[ToolCall] = Field(min_length=1, max_length=MAX_TOOL_CALLS)
     context: CallContext = Field(default_factory=CallContext)
     # Each call's key is "<idempotency_key>:<tool_call id>", so a retried batch repeats none.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import orjson
 from aiohttp import web
 
+from proxy import tracing
 from proxy.appkeys import CATALOG, PIPELINE, identity_of
 from proxy.body import read_model
 from proxy.envelope import InvokeRequest
@@ -24,7 +25,8 @@ async def invoke(request: web.Request) -> web.Response:
     envelope = await read_model(request, InvokeRequest)
     body_bytes = len(await request.read())  # read already: the size bounds the args' size
     outcome = await request.app[PIPELINE].invoke(identity, envelope, body_bytes)
-    return json_response(outcome.http_status, outcome.body, outcome.headers)
+    with tracing.span("respond"):
+        return json_response(outcome.http_status, outcome.body, outcome.headers)
 
 
 @routes.get("/v1/tools")

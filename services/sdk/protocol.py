@@ -33,6 +33,16 @@ H_AGENT_ID = "Toolproxy-Agent-Id"
 H_RUN_ID = "Toolproxy-Run-Id"
 H_DEADLINE = "Toolproxy-Deadline"  # absolute, unix epoch milliseconds
 H_CONFIDENTIAL = "Toolproxy-Confidential"
+# On plugin calls only: the proxy replica running the call, where its internal() calls go.
+H_REPLICA = "Toolproxy-Replica"
+
+# The error codes a plugin call ends with (the proxy reports them as they are).
+PLUGIN_ERROR_CODES = frozenset({"plugin_timeout", "plugin_memory", "plugin_error", "plugin_forbidden"})
+
+
+def internal_subject(replica: str) -> str:
+    """Where a plugin's internal() calls are relayed: the replica running the plugin call."""
+    return f"toolproxy.plugins.internal.{replica}"
 
 # Reply error codes with a meaning for the proxy (any other code is the tool's own error).
 TIMEOUT = "timeout"  # the tool did not finish before its deadline
@@ -86,3 +96,28 @@ class Goodbye(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     instance: str = Field(max_length=64)
+
+
+class InternalRequest(BaseModel):
+    """A plugin's internal() call, relayed by the plugin host to the replica running the
+    plugin's own call (named in the Toolproxy-Call-Id header)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    plugin: str = Field(max_length=64)
+    service: str | None = Field(default=None, max_length=64)
+    tool: str = Field(max_length=64)
+    args: dict[str, Any]
+
+
+class InternalReply(BaseModel):
+    """Its outcome: the inner call's output, or its error code. `forbidden` ends the plugin's
+    call with plugin_forbidden whatever the plugin does next."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    ok: bool
+    output: Any = None
+    code: str | None = Field(default=None, max_length=64)
+    message: str = Field(default="", max_length=2_000)
+    forbidden: bool = False

@@ -13,20 +13,18 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema_rs
 import orjson
 import structlog
-from jsonschema import Draft202012Validator
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from pydantic import ValidationError
 
 from services.sdk import protocol as p
-from services.sdk.bounds import first_error, size_first
 from services.sdk.errors import ManifestError, ToolError
 from services.sdk.fairness import TeamSlots
 from services.sdk.manifest import ToolManifest
+from services.sdk.validation import SchemaValidator
 
 log = structlog.get_logger("toolproxy.service")
 
@@ -42,6 +40,7 @@ class CallContext:
     run_id: str | None
     deadline: float  # time.time() seconds
     confidential: bool = False
+    replica: str | None = None  # the proxy replica running the call (plugin calls only)
     # Where CPU-bound work runs (`await ctx.run_cpu(fn, *args)`): the service's worker
     # processes when it has some (cpu_workers), else a thread.
     executor: Executor | None = None
@@ -75,19 +74,13 @@ Handler = Callable[[dict[str, Any], CallContext], Awaitable["ToolResult | dict[s
 class ToolDef:
     manifest: ToolManifest
     handler: Handler
-    _validator: Draft202012Validator | None = None
-    _fast: Any = None  # jsonschema_rs.Draft202012Validator
+    _validator: SchemaValidator | None = None
 
     def check_args(self, args: dict[str, Any]) -> None:
-        """Defense in depth: the proxy validated already, but a service never trusts the bus.
-        Valid args cost microseconds (jsonschema-rs); invalid ones get the Python validator's
-        message (sizes first, stopping early)."""
+        """Defense in depth: the proxy validated already, but a service never trusts the bus."""
         if self._validator is None:
-            self._fast = jsonschema_rs.Draft202012Validator(self.manifest.input_schema)
-            self._validator = Draft202012Validator(size_first(self.manifest.input_schema))
-        if self._fast.is_valid(args):
-            return
-        error = first_error(self._validator, args)
+            self._validator = SchemaValidator(self.manifest.input_schema)
+        error = self._validator.problem(args)
         if error is not None:
             where = error.json_path
             raise ToolError(f"invalid args: {where}: {_short(error.message)}", code="invalid_args")
@@ -339,5 +332,6 @@ def _context(headers: dict[str, str], default_ms: int,
         run_id=headers.get(p.H_RUN_ID) or None,
         deadline=deadline,
         confidential=headers.get(p.H_CONFIDENTIAL) == "1",
+        replica=headers.get(p.H_REPLICA) or None,
         executor=executor,
     )

@@ -1,0 +1,37 @@
+"""JetStream assets that can vanish under us (a restarted server loses memory-backed streams;
+a new store loses everything): how to recognize the error, and ensuring them once at a time."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+from nats.errors import NoRespondersError
+from nats.js.errors import APIError, KeyNotFoundError, NoStreamResponseError, ServiceUnavailableError
+
+_STREAM_NOT_FOUND = 10059
+_CONSUMER_NOT_FOUND = 10014
+
+
+def asset_missing(exc: BaseException) -> bool:
+    """The stream or consumer a call needed is not there (as opposed to a timeout, a refused
+    compare-and-set or a missing key)."""
+    if isinstance(exc, KeyNotFoundError):
+        return False
+    if isinstance(exc, (NoStreamResponseError, NoRespondersError, ServiceUnavailableError)):
+        return True
+    return isinstance(exc, APIError) and exc.err_code in (_STREAM_NOT_FOUND, _CONSUMER_NOT_FOUND)
+
+
+class Ensure:
+    """Runs an idempotent `ensure` coroutine, never twice at once: concurrent callers (every
+    call that hit the missing bucket) wait for the one run in progress."""
+
+    def __init__(self, ensure: Callable[[], Awaitable[None]]) -> None:
+        self._ensure = ensure
+        self._running: asyncio.Future[None] | None = None
+
+    async def __call__(self) -> None:
+        if self._running is None or self._running.done():
+            self._running = asyncio.ensure_future(self._ensure())
+        await asyncio.shield(self._running)

@@ -1,0 +1,196 @@
+"""Response schemas of the OpenAPI document: what each route answers, as JSON Schema.
+
+They state the keys a client can rely on (required) and their types; objects stay open to
+added keys, so a new field is not a breaking change. tests/test_schemathesis.py checks every
+response the server gives against them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from proxy.identity import ID_PATTERN
+
+Schema = dict[str, Any]
+
+
+def ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def obj(required: list[str], properties: dict[str, Schema]) -> Schema:
+    return {"type": "object", "required": required, "properties": properties}
+
+
+def array_of(item: Schema) -> Schema:
+    return {"type": "array", "items": item}
+
+
+STR: Schema = {"type": "string"}
+INT: Schema = {"type": "integer"}
+NUM: Schema = {"type": "number"}
+BOOL: Schema = {"type": "boolean"}
+ANY: Schema = {}
+TIME: Schema = {"type": "string", "format": "date-time"}
+OPT_STR: Schema = {"type": ["string", "null"]}
+OPT_TIME: Schema = {"type": ["string", "null"], "format": "date-time"}
+OPT_INT: Schema = {"type": ["integer", "null"]}
+OPT_NUM: Schema = {"type": ["number", "null"]}
+ID: Schema = {"type": "string", "pattern": ID_PATTERN}
+
+ERROR_DETAIL = obj(["code", "message"], {
+    "code": {"type": "string", "pattern": "^[a-z][a-z0-9_]*$", "description": "stable, snake_case"},
+    "message": STR,
+    "reasons": array_of(STR),
+    "tool_code": STR,
+    "retry_after_s": NUM,
+})
+
+ERROR = obj(["ok", "error"], {
+    "ok": {"const": False},
+    "status": {"type": "string", "description": "the call status, where one applies (DENIED, UNAVAILABLE...)"},
+    "error": ref("ErrorDetail"),
+    "call_id": STR,
+    "decision_id": STR,
+})
+
+REFS: dict[str, Schema] = {k: array_of(ANY) for k in
+                           ("object_refs", "artifacts", "observations", "provenance_refs")}
+
+CALL_RESULT = obj(["ok", "status", "call_id", "decision_id"], {
+    "ok": BOOL,
+    "status": {"enum": ["COMPLETED", "FAILED", "CANCELLED"]},
+    "output": ANY,
+    "tokens_used": INT,
+    "cost_1t": NUM,
+    "call_id": STR,
+    "result_id": STR,
+    "decision_id": STR,
+    "error": ref("ErrorDetail"),
+    "diagnostic": STR,
+    **REFS,
+})
+
+AUTHORIZATION_REQUIRED = obj(["ok", "status", "error", "approval_id", "expires_at", "call_id"], {
+    "ok": {"const": False},
+    "status": {"const": "AUTHORIZATION_REQUIRED"},
+    "error": ref("ErrorDetail"),
+    "approval_id": STR,
+    "expires_at": TIME,
+    "call_id": STR,
+    "decision_id": STR,
+})
+
+CATALOG_ENTRY = obj(
+    ["tool_id", "version", "capability", "category", "action", "risk", "cost", "network",
+     "requires_approval", "description", "input_schema", "output_schema", "timeout_ms", "available"],
+    {"tool_id": STR, "version": STR, "capability": STR, "category": {"enum": ["A", "B", "C", "D"]},
+     "action": {"enum": ["read", "write"]}, "risk": STR, "cost": {"type": "object"},
+     "network": BOOL, "requires_approval": BOOL, "description": STR,
+     "input_schema": {"type": "object"}, "output_schema": {"type": "object"},
+     "timeout_ms": INT, "available": BOOL},
+)
+
+CALL = obj(["call_id", "status", "tool", "team_id", "agent_id", "created_at"], {
+    "call_id": STR, "status": STR, "tool": STR, "team_id": STR, "agent_id": STR,
+    "agent_run_id": OPT_STR, "decision_id": OPT_STR, "result_id": OPT_STR,
+    "http_status": OPT_INT, "created_at": OPT_TIME, "started_at": OPT_TIME,
+    "finished_at": OPT_TIME, "latency_ms": OPT_NUM, "output": ANY, "error": ANY,
+    "tokens_used": NUM, "cost_1t": NUM, "diagnostic": OPT_STR, "approval_id": OPT_STR, **REFS,
+})
+
+RESULT = obj(["result_id", "call_id", "tool", "status"], {
+    "result_id": STR, "call_id": STR, "tool": STR, "status": STR, "output": ANY, "error": ANY,
+    "tokens_used": NUM, "cost_1t": NUM, "finished_at": OPT_TIME, **REFS,
+})
+
+RUN = obj(["run_id", "team_id", "agent_id", "status", "budget", "used"], {
+    "run_id": STR, "team_id": STR, "agent_id": STR, "status": STR,
+    "budget": obj(["max_calls", "max_tokens", "max_cost_1t"],
+                  {"max_calls": OPT_INT, "max_tokens": OPT_INT, "max_cost_1t": OPT_NUM}),
+    "used": obj(["calls", "tokens", "cost_1t"], {"calls": INT, "tokens": INT, "cost_1t": NUM}),
+    "plan": ANY, "outcome": OPT_STR, "created_at": OPT_TIME, "completed_at": OPT_TIME,
+})
+
+RUN_DETAIL = obj(["run_id", "status", "calls", "totals"], {
+    "run_id": STR, "status": STR, "calls": array_of({"type": "object"}),
+    "totals": obj(["calls", "completed", "tokens_used", "cost_1t"],
+                  {"calls": INT, "completed": INT, "tokens_used": INT, "cost_1t": NUM}),
+})
+
+EVENT = obj(["sequence", "type", "time"], {
+    "sequence": INT, "event_id": STR, "type": STR, "time": TIME, "run_id": OPT_STR,
+    "call_id": OPT_STR, "refs": ANY, "payload": ANY,
+})
+
+APPROVAL = obj(["approval_id", "call_id", "team_id", "agent_id", "tool", "state", "expires_at"], {
+    "approval_id": STR, "call_id": STR, "team_id": STR, "agent_id": STR, "tool": STR,
+    "args_hash": STR, "state": STR, "reasons": array_of(STR), "policy_revision": STR,
+    "requested_at": TIME, "expires_at": TIME, "decided_by": OPT_STR, "decided_at": OPT_TIME,
+    "decision_reason": OPT_STR,
+})
+
+GRANT = obj(["grant_id", "team_id", "agent_id", "capability"], {
+    "grant_id": STR, "team_id": STR, "agent_id": OPT_STR, "capability": STR,
+    "created_by": STR, "created_at": TIME, "expires_at": OPT_TIME,
+})
+
+OVERRIDE = obj(["override_id", "team_id", "agent_id", "tool", "effect"], {
+    "override_id": STR, "team_id": STR, "agent_id": STR, "tool": STR,
+    "effect": {"enum": ["allow", "deny"]}, "timeout_ms": OPT_INT, "rate_per_minute": OPT_INT,
+    "reason": STR, "created_by": STR, "created_at": TIME, "expires_at": OPT_TIME,
+})
+
+TEAM_RULE = obj(["team_id", "tool", "deny", "require_approval", "timeout_ms", "rate_per_minute"], {
+    "team_id": STR, "tool": STR, "deny": BOOL, "require_approval": BOOL,
+    "timeout_ms": OPT_INT, "rate_per_minute": OPT_INT, "reason": STR, "created_by": STR,
+    "created_at": TIME, "expires_at": OPT_TIME,
+})
+
+QUOTA = obj(["team_id", "agent_id", "invocations", "tokens", "compute_units", "cost_1t"], {
+    "team_id": STR, "agent_id": OPT_STR, "invocations": OPT_INT, "tokens": OPT_INT,
+    "compute_units": OPT_NUM, "cost_1t": OPT_NUM, "updated_by": STR, "updated_at": OPT_TIME,
+    "used_today": {"type": "object"}, "remaining_today": {"type": "object"},
+})
+
+DECISION = obj(["decision_id", "time", "team_id", "agent_id", "tool", "phase", "result"], {
+    "decision_id": STR, "time": TIME, "policy_revision": STR, "engine": STR, "team_id": STR,
+    "agent_id": STR, "tool": STR, "phase": {"enum": ["list", "call"]},
+    "result": {"enum": ["allow", "deny", "approval_required", "error"]},
+    "reasons": array_of(STR), "call_id": OPT_STR,
+})
+
+# JSON-RPC 2.0 on /mcp: one response, or a batch of them (2025-03-26 only).
+JSONRPC_ERROR = obj(["jsonrpc", "id", "error"], {
+    "jsonrpc": {"const": "2.0"},
+    "id": {"type": ["string", "integer", "null"]},
+    "error": obj(["code", "message"], {"code": INT, "message": STR, "data": ANY}),
+})
+JSONRPC_RESULT = obj(["jsonrpc", "id", "result"], {
+    "jsonrpc": {"const": "2.0"}, "id": {"type": ["string", "integer"]}, "result": {"type": "object"},
+})
+JSONRPC_RESPONSE: Schema = {"oneOf": [ref("JsonRpcResult"), ref("JsonRpcError")]}
+JSONRPC_MESSAGE = obj(["jsonrpc"], {
+    "jsonrpc": {"const": "2.0"},
+    "id": {"type": ["string", "integer"], "maxLength": 256},
+    "method": {"type": "string", "minLength": 1, "maxLength": 128},
+    "params": {"type": "object"},
+})
+
+SCHEMAS: dict[str, Schema] = {
+    "Error": ERROR, "ErrorDetail": ERROR_DETAIL, "CallResult": CALL_RESULT,
+    "AuthorizationRequired": AUTHORIZATION_REQUIRED, "CatalogEntry": CATALOG_ENTRY,
+    "Call": CALL, "Result": RESULT, "Run": RUN, "RunDetail": RUN_DETAIL, "Event": EVENT, "Approval": APPROVAL,
+    "Grant": GRANT, "Override": OVERRIDE, "TeamRule": TEAM_RULE, "Quota": QUOTA,
+    "Decision": DECISION, "JsonRpcError": JSONRPC_ERROR, "JsonRpcResult": JSONRPC_RESULT,
+    "JsonRpcResponse": JSONRPC_RESPONSE, "JsonRpcMessage": JSONRPC_MESSAGE,
+}
+
+
+def wrap(key: str, item: Schema) -> Schema:
+    """`{"<key>": item}`: the single-object bodies of the governance routes."""
+    return obj([key], {key: item})
+
+
+def listing(key: str, item: Schema) -> Schema:
+    return obj([key], {key: array_of(item)})

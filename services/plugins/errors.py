@@ -1,0 +1,34 @@
+"""Stable error codes of plugin calls, and the problems a bundle or manifest can have."""
+
+from __future__ import annotations
+
+from services.sdk.errors import ToolError
+
+PLUGIN_TIMEOUT = "plugin_timeout"
+PLUGIN_MEMORY = "plugin_memory"
+PLUGIN_ERROR = "plugin_error"
+PLUGIN_FORBIDDEN = "plugin_forbidden"
+
+
+class PluginFailure(ToolError):
+    """A plugin call that ended badly, with one of the four plugin codes."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message, code=code)
+
+
+class BundleError(ValueError):
+    """A bundle that cannot be read safely (bad archive, unsafe path, link, too large)."""
+
+    code = "invalid_bundle"
+
+
+class ManifestProblem(ValueError):
+    """plugin.json or tool.json refused; `field` names what is wrong."""
+
+    code = "invalid_plugin"
+
+    def __init__(self, file: str, field: str, message: str) -> None:
+        super().__init__(f"{file}: {field}: {message}")
+        self.file = file
+        self.field = field

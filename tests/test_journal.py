@@ -1,0 +1,99 @@
+"""The journal writer: a call's start and end in one batch are folded (Postgres refuses an
+upsert touching a row twice), the fold merges exactly as the upsert does, and ordinary traffic
+never gets a batch refused."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import datetime, timedelta, timezone
+
+from proxy.calls import CallRecord, fold
+from proxy.events import event
+from proxy.journal import Entry, write_entries
+from proxy.usage import UsageRecord
+from tests.conftest import invoke
+
+
+def _start(call_id: str, team: str, t: datetime) -> Entry:
+    row = CallRecord(call_id=call_id, team_id=team, agent_id="a", agent_run_id="r", tool="math",
+                     status="RUNNING", owner="proxy-x", decision_id=str(uuid.uuid4()),
+                     created_at=t, started_at=t, deadline_at=t + timedelta(seconds=2))
+    evs = [event(team, "agent.tool.requested", call_id=call_id),
+           event(team, "agent.tool.started", call_id=call_id)]
+    return Entry(call=row, events=evs, key=f"{call_id}:start")
+
+
+def _end(start: Entry, t: datetime) -> Entry:
+    assert start.call is not None
+    c = start.call
+    result_id = str(uuid.uuid4())
+    row = c.model_copy(update={"status": "COMPLETED", "result_id": result_id, "http_status": 200,
+                               "response": {"ok": True, "output": {"value": 1}},
+                               "started_at": None, "deadline_at": None, "finished_at": t,
+                               "latency_ms": 1.0})
+    usage = UsageRecord(call_id=c.call_id, result_id=result_id, decision_id=c.decision_id,
+                        team_id=c.team_id, agent_id="a", agent_run_id="r", tool="math",
+                        category="A", action="read", decision="allow", status="COMPLETED",
+                        error_code=None, http_status=200, latency_ms=1.0, started_at=c.created_at,
+                        finished_at=t)
+    return Entry(usage=usage, call=row, events=[*start.events, event(c.team_id, "agent.tool.completed",
+                                                                     call_id=c.call_id)],
+                 key=c.call_id)
+
+
+async def test_starts_and_ends_of_many_calls_in_one_batch(db_pool, team) -> None:
+    t = datetime.now(timezone.utc)
+    starts = [_start(str(uuid.uuid4()), team, t) for _ in range(100)]
+    ends = [_end(s, t + timedelta(milliseconds=5)) for s in starts]
+    batch = [e for pair in zip(starts, ends) for e in pair]  # as the stream delivers them
+    async with db_pool.acquire() as conn:
+        await write_entries(conn, batch)  # one transaction; refused whole before the fold
+    rows = await db_pool.fetch("SELECT status, result_id, started_at, deadline_at FROM calls "
+                               "WHERE team_id = $1", team)
+    assert len(rows) == 100 and {r["status"] for r in rows} == {"COMPLETED"}
+    assert all(r["result_id"] is not None and r["started_at"] == t and r["deadline_at"] for r in rows)
+    assert await db_pool.fetchval("SELECT count(*) FROM usage_records WHERE team_id = $1", team) == 100
+    seqs = [r["sequence"] for r in await db_pool.fetch(
+        "SELECT sequence FROM events WHERE team_id = $1 ORDER BY sequence", team)]
+    assert seqs == list(range(1, 301))  # each event once, no gaps
+
+
+async def test_the_fold_merges_as_the_upsert_does(db_pool, team) -> None:
+    """The same records written as one batch (folded) and one by one (upserted) give the same row."""
+    t = datetime.now(timezone.utc)
+    cases = []
+    for order in ("start_end", "end_start"):  # a late start record never undoes an ending
+        s = _start(str(uuid.uuid4()), team, t)
+        e = _end(s, t + timedelta(milliseconds=5))
+        seq = [s, e] if order == "start_end" else [e, s]
+        cases.append(seq)
+    async with db_pool.acquire() as conn:
+        await write_entries(conn, cases[0])
+        for entry in cases[1]:
+            await write_entries(conn, [entry])
+    folded = fold([e.call for e in cases[1] if e.call is not None])
+    assert len(folded) == 1 and folded[0].status == "COMPLETED"
+    rows = {str(r["call_id"]): r for r in await db_pool.fetch(
+        "SELECT call_id, status, owner, result_id, http_status, started_at, finished_at "
+        "FROM calls WHERE team_id = $1", team)}
+    one, two = (rows[c[0].call.call_id] for c in cases)  # type: ignore[union-attr]
+    assert (one["status"], two["status"]) == ("COMPLETED", "COMPLETED")
+    assert one["started_at"] == t and one["finished_at"] is not None and two["finished_at"] is not None
+
+
+async def test_ordinary_traffic_has_no_refused_batch(client, token, team, db_pool) -> None:
+    tok = token(team=team)
+    results = await asyncio.gather(*(invoke(client, tok, "math", {"expr": f"{i}+1"},
+                                            context={"agent_run_id": "run-j"}) for i in range(60)))
+    assert {s for s, _ in results} == {200}
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 10
+    while loop.time() < deadline:
+        n = await db_pool.fetchval("SELECT count(*) FROM calls WHERE team_id = $1 AND status = 'COMPLETED'", team)
+        if n == 60:
+            break
+        await asyncio.sleep(0.05)
+    assert n == 60
+    metrics = await (await client.get("/metrics")).text()
+    assert "toolproxy_journal_batches_refused_total 0.0" in metrics

@@ -1,0 +1,67 @@
+"""Leased admissions: tokens are taken from the shared GCRA bucket before they are used, so
+replicas together stay within the bucket; unused tokens go back when a lease ends."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import nats
+import pytest
+from nats.js.api import KeyValueConfig, StorageType
+
+from proxy.limits.gcra import Rate
+from proxy.limits.kv import CasStore
+from proxy.limits.leases import LEASE_S, LeasedBuckets, take_up_to
+
+
+def test_take_up_to_takes_what_the_bucket_holds() -> None:
+    r = Rate(per_minute=600, burst=10)  # one every 0.1 s
+    taken, tat, _ = take_up_to(r, None, 100.0, 25)
+    assert taken == 10 and tat == pytest.approx(101.0)
+    taken, _, retry = take_up_to(r, tat, 100.0, 1)
+    assert taken == 0 and retry == pytest.approx(0.1)
+    taken, _, _ = take_up_to(r, tat, 100.25, 5)
+    assert taken == 2
+
+
+@pytest.fixture
+async def buckets(nats_url):
+    nc = await nats.connect(nats_url)
+    name = f"lease_test_{uuid.uuid4().hex[:8]}"
+    kv = await nc.jetstream().create_key_value(
+        config=KeyValueConfig(bucket=name, history=1, storage=StorageType.MEMORY))
+    replicas = [LeasedBuckets(CasStore(kv)) for _ in range(2)]
+    for b in replicas:
+        b.start()
+    try:
+        yield replicas
+    finally:
+        for b in replicas:
+            await b.close()
+        await nc.jetstream().delete_key_value(name)
+        await nc.close()
+
+
+async def _admit(b: LeasedBuckets, rate: Rate) -> bool:
+    return b.try_local("k", rate) or (await b.take("k", rate)).allowed
+
+
+async def test_two_replicas_together_stay_within_the_bucket(buckets) -> None:
+    rate = Rate(per_minute=600, burst=20)
+    t0 = time.monotonic()
+    results = await asyncio.gather(*(_admit(buckets[i % 2], rate) for i in range(300)))
+    elapsed = time.monotonic() - t0
+    admitted = sum(results)
+    assert 20 <= admitted <= 20 + 10 * (elapsed + LEASE_S) + 1, (admitted, elapsed)
+
+
+async def test_unused_leased_tokens_go_back(buckets) -> None:
+    a, b = buckets
+    rate = Rate(per_minute=60, burst=40)  # one a second: the burst is all there is
+    # Demand on A grows its lease: it holds more tokens than it uses.
+    assert all(await asyncio.gather(*(_admit(a, rate) for _ in range(10))))
+    await asyncio.sleep(LEASE_S * 3)  # A's lease ends; its leftovers go back
+    got = sum(await asyncio.gather(*(_admit(b, rate) for _ in range(40))))
+    assert got >= 29, got  # 40 - the 10 A used (one a second may have come back meanwhile)

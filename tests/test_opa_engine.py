@@ -1,0 +1,138 @@
+"""The OPA engine against a real OPA server of its own: failures deny (fail closed), a server
+restarted empty gets the policy back by itself, and a push of the same revision re-pushes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from proxy import appkeys
+from proxy.app import create_app
+from tests.conftest import bearer, invoke
+from tests.infra import OpaServer, opa_binary
+from tests.test_pdp_failures import RAISES, SLOW
+
+
+@pytest.fixture
+async def opa() -> AsyncIterator[OpaServer]:
+    binary = opa_binary()
+    if binary is None:
+        pytest.skip("no OPA binary (../shared/bin/opa or TOOLPROXY_TEST_OPA_BIN)")
+    server = OpaServer(binary)
+    await server.start()
+    try:
+        yield server
+    finally:
+        server.remove()
+
+
+async def _opa_app(aiohttp_client, settings, opa: OpaServer, **extra: object):
+    app = create_app(settings.model_copy(update={"pdp": "opa", "opa_url": opa.url, **extra}))
+    client = await aiohttp_client(app)
+    await app[appkeys.CATALOG].wait_available(["math"])
+    return app, client
+
+
+async def _policy_ids(opa: OpaServer) -> list[str]:
+    async with aiohttp.ClientSession() as s:
+        async with s.get(f"{opa.url}/v1/policies") as r:
+            return sorted(p["id"] for p in (await r.json())["result"])
+
+
+@pytest.mark.parametrize("source, reason", [(SLOW, "pdp_timeout"), (RAISES, "pdp_unavailable")],
+                         ids=["overruns its budget", "built-in error"])
+async def test_opa_failure_denies(aiohttp_client, settings, builtin, token, team, tmp_path: Path,
+                                  bus_spy, opa, source, reason) -> None:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "authz.rego").write_text(source)
+    _, client = await _opa_app(aiohttp_client, settings, opa, policy_dir=policies, pdp_budget_ms=20)
+    status, body = await invoke(client, token(team=team), "math", {"expr": "pi"})
+    assert (status, body["error"]["code"], body["error"]["reasons"]) == (503, "pdp_unavailable", [reason])
+    await bus_spy.settle()
+    assert bus_spy.subjects == []
+
+
+async def test_opa_stopped_denies_and_readyz_says_so(aiohttp_client, settings, builtin, token,
+                                                      team, opa, bus_spy) -> None:
+    _, client = await _opa_app(aiohttp_client, settings, opa, pdp_cache_ttl_s=0)
+    tok = token(team=team)
+    assert (await invoke(client, tok, "math", {"expr": "1+1"}))[0] == 200
+    opa.stop()
+    status, body = await invoke(client, tok, "math", {"expr": "1+2"})
+    assert (status, body["error"]["code"]) == (503, "pdp_unavailable")
+    await bus_spy.settle()
+    assert not [s for s in bus_spy.subjects if s == "tools.math.invoke"][1:]  # only the first call
+    r = await client.get("/readyz")
+    assert r.status == 503 and (await r.json())["checks"]["pdp"] is False
+
+
+async def test_opa_restarted_empty_gets_the_policy_back(aiohttp_client, settings, builtin, token,
+                                                        team, opa) -> None:
+    app, client = await _opa_app(aiohttp_client, settings, opa, pdp_cache_ttl_s=0)
+    tok = token(team=team)
+    opa.stop()
+    await opa.start()  # same port, no policy
+    assert await _policy_ids(opa) == []
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 5.0
+    statuses = []
+    while loop.time() < deadline:
+        status, body = await invoke(client, tok, "math", {"expr": f"{len(statuses)}+1"})
+        statuses.append(status if status == 200 else body["error"]["code"])
+        if status == 200:
+            break
+        await asyncio.sleep(0.05)
+    assert statuses[-1] == 200, statuses
+    assert set(statuses[:-1]) <= {"policy_undefined", "pdp_unavailable"}
+    assert await _policy_ids(opa) == ["toolproxy/authz.rego"]
+    assert (await client.get("/readyz")).status == 200
+
+
+async def test_a_push_of_the_same_revision_re_pushes_it(aiohttp_client, isolated_settings, builtin,
+                                                        token, team, opa) -> None:
+    # The periodic check is slowed down: only the push can bring the policy back here.
+    app, client = await _opa_app(aiohttp_client, isolated_settings, opa, opa_check_every_s=600,
+                                 pdp_cache_ttl_s=0)
+    async with aiohttp.ClientSession() as s:
+        async with s.delete(f"{opa.url}/v1/policies/toolproxy/authz.rego") as r:
+            assert r.status == 200
+    # (No call in between: an undefined decision would bring it back on its own.)
+    assert await _policy_ids(opa) == []
+    from pdp.policy_set import load_policy_dir
+
+    admin = token(agent="root", team="ops", role="admin")
+    r = await client.post("/v1/admin/policies", json={"modules": load_policy_dir().modules},
+                          headers=bearer(admin))
+    assert r.status in (200, 201), await r.text()
+    import asyncio
+
+    for _ in range(50):
+        if await _policy_ids(opa) == ["toolproxy/authz.rego"]:
+            break
+        await asyncio.sleep(0.05)
+    assert await _policy_ids(opa) == ["toolproxy/authz.rego"]
+    assert (await invoke(client, token(team=team), "math", {"expr": "1+2"}))[0] == 200
+
+
+@pytest.mark.parametrize("ttl", [5.0, 0.0])
+async def test_cached_allows_outlive_a_dead_pdp_only_within_the_ttl(
+        aiohttp_client, settings, builtin, token, team, opa, ttl) -> None:
+    """TOOLPROXY_PDP_CACHE_TTL_S bounds it (0: never); only for inputs identical in what the
+    policy reads (math's arguments are not read: a new expression is the same decision; a new
+    agent is not); counted."""
+    _, client = await _opa_app(aiohttp_client, settings, opa, pdp_cache_ttl_s=ttl)
+    seen, unseen = token(agent="seen", team=team), token(agent="unseen", team=team)
+    assert (await invoke(client, seen, "math", {"expr": "6*7"}))[0] == 200
+    opa.stop()
+    same, _ = await invoke(client, seen, "math", {"expr": "6*8"})
+    other, _ = await invoke(client, unseen, "math", {"expr": "6*7"})
+    assert (same, other) == ((200, 503) if ttl else (503, 503))
+    metrics = await (await client.get("/metrics")).text()
+    hits = 'toolproxy_pdp_cache_total{result="hit"} 1.0' in metrics
+    assert hits == bool(ttl)
