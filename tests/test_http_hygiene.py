@@ -181,3 +181,40 @@ def test_host_values_parse_strictly() -> None:
     assert own.allows("http://127.0.0.1:8080") and own.allows("http://localhost:8080")
     assert not own.allows("http://127.0.0.1:9090") and not own.allows("http://evil.example:8080")
     assert OriginAllowlist.default("10.0.0.5", 80).allows("https://10.0.0.5:80")
+
+
+# --- a team's large bodies, paced ----------------------------------------------------------------
+
+
+def test_large_bodies_are_paced_per_team() -> None:
+    from proxy.http.team_gate import TeamGate
+
+    gate = TeamGate(per_team=2, bytes_per_s=1_000_000)
+    # A second's worth passes at once (the burst), then each request waits its turn.
+    assert gate.delay("greedy", 600_000) == 0.0
+    assert gate.delay("greedy", 600_000) == 0.0
+    waits = [gate.delay("greedy", 600_000) for _ in range(3)]
+    assert 0.1 < waits[0] < waits[1] < waits[2] and waits[2] == pytest.approx(waits[0] + 1.2, abs=0.05)
+    assert gate.delay("other", 600_000) == 0.0  # another team is not held by it
+
+
+async def test_a_team_holds_only_its_share_of_the_gate() -> None:
+    from proxy.http.team_gate import TeamGate
+
+    gate = TeamGate(per_team=2, bytes_per_s=1e12)
+    release = asyncio.Event()
+    inside: list[str] = []
+
+    async def request(team: str) -> None:
+        async with gate.hold(team, 100_000):
+            inside.append(team)
+            await release.wait()
+
+    tasks = [asyncio.create_task(request("greedy")) for _ in range(5)]
+    await asyncio.sleep(0.05)
+    other = asyncio.create_task(request("other"))
+    await asyncio.sleep(0.05)
+    assert inside == ["greedy", "greedy", "other"]
+    release.set()
+    await asyncio.gather(*tasks, other)
+    assert inside.count("greedy") == 5
