@@ -190,3 +190,49 @@ async def test_another_team_is_served_while_one_team_saturates_a_service(
     results = await asyncio.gather(*greedy_calls)
     assert sorted(r[0] for r in results) == [200, 200, 200, 200, 503, 503]
     assert held == [greedy] * 4
+
+
+async def test_cpu_workers_leave_with_their_service(nats_url: str) -> None:
+    """A service's worker processes end when it stops, and when its process dies unannounced."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    script = (
+        "import asyncio, os, sys\n"
+        "from proxy.bus import connect\n"
+        "from services.memory_service import service\n"
+        "async def main():\n"
+        "    nc = await connect(sys.argv[1], name='cpu-worker-test')\n"
+        "    s = service(); await s.start(nc)\n"
+        "    await asyncio.get_running_loop().run_in_executor(s._executor, os.getpid)\n"
+        "    print(' '.join(str(p) for p in s._executor._processes), flush=True)\n"
+        "    await asyncio.sleep(60)\n"
+        "asyncio.run(main())\n")
+    child = subprocess.Popen([sys.executable, "-c", script, nats_url], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        line = await asyncio.wait_for(asyncio.to_thread(child.stdout.readline), 30)  # type: ignore[union-attr]
+        workers = [int(p) for p in line.split()]
+        assert workers and all(_alive(p) for p in workers)
+    finally:
+        child.send_signal(signal.SIGKILL)  # no stop(): the workers must notice by themselves
+        child.wait(10)
+    async with asyncio.timeout(10):
+        while any(_alive(p) for p in workers):
+            await asyncio.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped by init) counts as gone
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import importlib
 import multiprocessing
+import os
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -152,7 +154,8 @@ class Service:
                                 self.max_queued_per_team)
         if self.cpu_workers > 0 and self._executor is None:
             self._executor = ProcessPoolExecutor(
-                self.cpu_workers, mp_context=multiprocessing.get_context("spawn"))
+                self.cpu_workers, mp_context=multiprocessing.get_context("spawn"),
+                initializer=_watch_parent, initargs=(os.getpid(),))
         for t in self.tools:
             sub = await nc.subscribe(
                 p.invoke_subject(t.manifest.tool_id),
@@ -190,7 +193,8 @@ class Service:
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=5)
         if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+            # Waits for the worker processes to exit (a running call's work is bounded).
+            await asyncio.to_thread(self._executor.shutdown, True, cancel_futures=True)
             self._executor = None
         if nc is not None and nc.is_connected:
             body = p.Goodbye(instance=self.instance).model_dump_json().encode()
@@ -303,6 +307,18 @@ class Service:
                 "provenance_refs": result.provenance_refs,
             }
         return {"ok": True, "output": result}
+
+
+def _watch_parent(parent: int) -> None:
+    """In a worker process: exit as soon as the service's process is gone, even killed (a
+    process pool's workers otherwise outlive a parent that could not shut them down)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def _warm(module: str) -> None:
