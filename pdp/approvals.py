@@ -67,6 +67,7 @@ class StoredCall:
     status: str
     http_status: int | None
     response: dict[str, Any] | None
+    turn_id: str | None = None
 
 
 def _approval(r: asyncpg.Record) -> Approval:
@@ -101,6 +102,7 @@ def _call(r: asyncpg.Record) -> StoredCall:
         status=r["status"],
         http_status=r["http_status"],
         response=r["response"],
+        turn_id=str(r["turn_id"]) if r["turn_id"] else None,
     )
 
 
@@ -133,6 +135,7 @@ class ApprovalRepository:
         confidential: bool,
         reasons: list[str],
         policy_revision: str,
+        turn_id: str | None = None,
     ) -> Approval:
         """Store the call (arguments unless confidential) and its pending approval, atomically."""
         approval_id = uuid.uuid4()
@@ -140,11 +143,12 @@ class ApprovalRepository:
         async with self._pool.acquire() as conn, conn.transaction():
             await conn.execute(
                 """INSERT INTO calls (call_id, team_id, agent_id, agent_run_id, tool, args,
-                                      args_hash, args_size, confidential, status, decision_id)
-                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'AUTHORIZATION_REQUIRED', $10)""",
+                                      args_hash, args_size, confidential, status, decision_id,
+                                      turn_id)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 'AUTHORIZATION_REQUIRED', $10, $11)""",
                 uuid.UUID(call_id), team_id, agent_id, agent_run_id, tool,
                 None if confidential else args, args_hash, args_size, confidential,
-                uuid.UUID(decision_id),
+                uuid.UUID(decision_id), uuid.UUID(turn_id) if turn_id else None,
             )
             row = await conn.fetchrow(
                 f"""INSERT INTO approvals AS a (approval_id, call_id, team_id, agent_id, tool,
@@ -166,7 +170,7 @@ class ApprovalRepository:
     async def for_call(self, call_id: str) -> tuple[Approval, StoredCall] | None:
         row = await self._pool.fetchrow(
             f"""SELECT {_COLUMNS}, c.agent_run_id, c.args, c.confidential, c.status,
-                       c.http_status, c.response
+                       c.http_status, c.response, c.turn_id
                 FROM approvals a JOIN calls c USING (call_id) WHERE a.call_id = $1""",
             _uuid(call_id),
         )

@@ -4,6 +4,7 @@ rules (LISTEN/NOTIFY)."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import contextlib
 import re
 import time
@@ -150,6 +151,10 @@ class GrantCache:
         self._task: asyncio.Task[None] | None = None
         self.ready = False
         self.version = 0  # bumps on every change: lets callers cache derived data safely
+        # Reads are numbered when they begin; what is applied per team is the latest begun.
+        self._reads = itertools.count()
+        self._applied: dict[str, int] = {}
+        self._all_applied = -1
         self._changed = asyncio.Event()
 
     async def start(self) -> None:
@@ -192,6 +197,7 @@ class GrantCache:
         return None
 
     async def reload_all(self) -> None:
+        seq = next(self._reads)
         async with self._pool.acquire() as conn, conn.transaction(readonly=True):
             grant_rows = await conn.fetch(f"SELECT {_COLUMNS} FROM grants")
             override_rows = await conn.fetch(f"SELECT {OVERRIDE_COLUMNS} FROM overrides")
@@ -213,12 +219,24 @@ class GrantCache:
         for r in rule_rows:
             t = team_rule_from_row(r)
             rules.setdefault(t.team_id, []).append(t)
+        # A team reloaded (by a notification) after this read began keeps what it read then:
+        # reads may finish in any order, and an older one must never undo a newer one.
+        newer = {team for team, applied in self._applied.items() if applied > seq}
+        for team in newer:
+            for new, old in ((by_team, self._by_team), (overrides, self._overrides),
+                             (quotas, self._quotas), (rules, self._team_rules)):
+                new.pop(team, None)
+                if team in old:
+                    new[team] = old[team]  # type: ignore[index]
         self._by_team, self._overrides, self._quotas = by_team, overrides, quotas
         self._team_rules = rules
+        self._applied = {team: applied for team, applied in self._applied.items() if team in newer}
+        self._all_applied = seq
         self.ready = True
         self.version += 1
 
     async def reload_team(self, team_id: str) -> None:
+        seq = next(self._reads)
         async with self._pool.acquire() as conn, conn.transaction(readonly=True):
             grant_rows = await conn.fetch(f"SELECT {_COLUMNS} FROM grants WHERE team_id = $1", team_id)
             override_rows = await conn.fetch(
@@ -227,10 +245,13 @@ class GrantCache:
             quota_rows = await conn.fetch(f"SELECT {QUOTA_COLUMNS} FROM quotas WHERE team_id = $1", team_id)
             rule_rows = await conn.fetch(
                 f"SELECT {TEAM_RULE_COLUMNS} FROM team_rules WHERE team_id = $1", team_id)
+        if seq < max(self._applied.get(team_id, -1), self._all_applied):
+            return  # a read that began later has already been applied: this one is stale
         _replace(self._by_team, team_id, [_row(r) for r in grant_rows])
         _replace(self._overrides, team_id, [override_from_row(r) for r in override_rows])
         _replace(self._quotas, team_id, [quota_from_row(r) for r in quota_rows])
         _replace(self._team_rules, team_id, [team_rule_from_row(r) for r in rule_rows])
+        self._applied[team_id] = seq
         self.version += 1
 
     def _on_notify(self, team_id: str) -> None:

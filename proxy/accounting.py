@@ -35,7 +35,8 @@ def terminal_event(call: Call, e: Ending, elapsed_s: float) -> EventRecord:
         payload["output"] = e.output
     refs = {"result_id": e.result_id, **{k: v for k, v in e.refs.items() if v}}
     return event(call.identity.team_id, "agent.tool.completed" if ran else "agent.error",
-                 run_id=call.agent_run_id, call_id=call.call_id, refs=refs, payload=payload)
+                 run_id=call.agent_run_id, call_id=call.call_id, refs=refs, payload=payload,
+                 turn_id=call.turn_id)
 
 
 def usage_record(call: Call, decision: Decision, e: Ending, elapsed_s: float,
@@ -63,4 +64,5 @@ def call_record(call: Call, e: Ending, body: dict[str, Any], *, owner: str, elap
         response=kept_body(body, call.confidential), diagnostic=body.get("diagnostic"),
         refs={k: v for k, v in e.refs.items() if v} or None, created_at=call.started_at,
         started_at=call.forwarded_at, finished_at=finished, latency_ms=elapsed_s * 1000.0,
+        turn_id=call.turn_id,
     )

@@ -59,6 +59,8 @@ from services.plugins.registry import PluginRegistry
 from proxy.run_budget import RunBudgets
 from proxy.runs import RunRepository
 from proxy.routes import (
+    admin_egress,
+    admin_external_apis,
     admin_governance,
     admin_grants,
     admin_quotas,
@@ -74,6 +76,10 @@ from proxy.routes import (
     usage,
 )
 from proxy.tokens import TokenVerifier
+from proxy.turns import routes as turn_routes
+from proxy.turns.runtime import TurnRuntime
+from proxy.turns.upstream import ModelClient
+from services.external_api.secret_box import SecretBox
 
 log = structlog.get_logger("toolproxy.app")
 
@@ -247,6 +253,17 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
     await inflight.close()
 
 
+async def _turns(app: web.Application) -> AsyncIterator[None]:
+    s = app[k.SETTINGS]
+    model = ModelClient(s) if s.model_base_url and s.model_name else None
+    runtime = TurnRuntime(app, settings=s, pipeline=app[k.PIPELINE], flow=app[k.APPROVAL_FLOW],
+                          journal=app[k.JOURNAL], model=model)
+    runtime.start_sweeper()
+    app[k.TURNS] = runtime
+    yield
+    await runtime.close()
+
+
 def create_app(settings: Settings) -> web.Application:
     # Order, outermost first: (tracing) -> request context -> metrics -> errors -> body
     # deadline -> Host -> NUL in the target -> Origin (/mcp) -> authentication -> a team's
@@ -266,11 +283,26 @@ def create_app(settings: Settings) -> web.Application:
     app[k.TEAM_GATE] = TeamGate(settings.large_bodies_per_team, settings.large_body_bytes_per_s)
     app[k.METRICS] = Metrics()
     app[k.VERIFIER] = TokenVerifier(settings)
+    app[k.SECRET_BOX] = SecretBox(settings.secrets_key, settings.data_dir)
     # Created in order, released in reverse.
-    app.cleanup_ctx.extend([_postgres, _nats, _pdp, _catalog, _journal, _limits, _pipeline])
+    app.cleanup_ctx.extend([_postgres, _nats, _pdp, _catalog, _journal, _limits, _pipeline, _turns])
     if tracing.enabled():
         app.on_cleanup.append(lambda _: asyncio.to_thread(tracing.shutdown))
     for module in (tools, usage, admin_grants, admin_governance, admin_quotas, admin_team_rules,
-                   approvals, calls, runs, events, mcp, openai_tools, plugin_routes, probes):
-        app.router.add_routes(module.routes)
+                   admin_egress, admin_external_apis, approvals, calls, runs, events, mcp,
+                   openai_tools, plugin_routes, probes, turn_routes):
+        app.router.add_routes([_lenient_expect(d) for d in module.routes])
     return app
+
+
+async def _expect_continue_only(request: web.Request) -> None:
+    """`Expect: 100-continue` is honoured; any other expectation is ignored (RFC 9110 allows
+    it), instead of aiohttp's plain-text 417 before any middleware could answer in JSON."""
+    if request.version >= (1, 1) and request.headers.get("Expect", "").lower() == "100-continue":
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+
+def _lenient_expect(d: web.AbstractRouteDef) -> web.AbstractRouteDef:
+    if isinstance(d, web.RouteDef):
+        return web.RouteDef(d.method, d.path, d.handler, {**d.kwargs, "expect_handler": _expect_continue_only})
+    return d

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import asyncpg
 from aiohttp import web
 from nats.aio.client import Client as NATS
@@ -28,6 +30,10 @@ from services.plugins.registry import PluginRegistry
 from proxy.tokens import TokenVerifier
 from proxy.journal import Journal
 from proxy.limits.limiter import Limiter
+from services.external_api.secret_box import SecretBox
+
+if TYPE_CHECKING:  # the runtime imports route modules that import this one
+    from proxy.turns.runtime import TurnRuntime
 
 SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)
@@ -51,9 +57,11 @@ EVENT_HUB = web.AppKey("event_hub", EventHub)
 HOSTS = web.AppKey("allowed_hosts", HostAllowlist)
 ORIGINS = web.AppKey("allowed_origins", OriginAllowlist)
 TEAM_GATE = web.AppKey("team_gate", TeamGate)
+SECRET_BOX = web.AppKey("secret_box", SecretBox)  # seals external APIs' secrets (key loaded on first use)
 PLUGIN_DIRECTORY = web.AppKey("plugin_directory", PluginDirectory)
 PLUGIN_REGISTRY = web.AppKey("plugin_registry", PluginRegistry)
 PLUGIN_RELAY = web.AppKey("plugin_relay", InternalRelay)
+TURNS: web.AppKey[TurnRuntime] = web.AppKey("turns")
 
 IDENTITY = web.RequestKey("identity", Identity)  # set by the authentication middleware
 

@@ -140,6 +140,7 @@ class ApprovalFlow:
             call_id=stored.call_id,
             decision_id=str(uuid.uuid4()),
             resumed=True,
+            turn_id=stored.turn_id,
         )
 
     async def cancel_held(self, call_id: str, by: str) -> bool:

@@ -48,6 +48,7 @@ class Call:
     deadline: float | None = None
     forwarded_at: datetime | None = None  # when it was handed to its tool
     events: list[EventRecord] = field(default_factory=list)  # emitted so far
+    turn_id: str | None = None  # the agent turn that made this call, if any
 
     @property
     def context(self) -> dict[str, Any]:

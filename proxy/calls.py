@@ -42,24 +42,26 @@ class CallRecord(BaseModel):
     deadline_at: datetime | None = None
     finished_at: datetime | None = None
     latency_ms: float | None = None
+    turn_id: str | None = None
 
 
 _UPSERT = """
 INSERT INTO calls AS c (call_id, team_id, agent_id, agent_run_id, tool, status, owner, args_hash,
                         args_size, confidential, idempotency_key, decision_id, result_id,
                         http_status, response, diagnostic, refs, created_at, started_at,
-                        deadline_at, finished_at, latency_ms)
+                        deadline_at, finished_at, latency_ms, turn_id)
 SELECT b.call_id, b.team_id, b.agent_id, b.agent_run_id, b.tool, b.status, b.owner, b.args_hash,
        b.args_size, b.confidential, b.idempotency_key, b.decision_id, b.result_id, b.http_status,
        b.response::jsonb, b.diagnostic, b.refs::jsonb, b.created_at, b.started_at, b.deadline_at,
-       b.finished_at, b.latency_ms
+       b.finished_at, b.latency_ms, b.turn_id
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
             $8::text[], $9::int[], $10::bool[], $11::text[], $12::uuid[], $13::uuid[], $14::int[],
             $15::text[], $16::text[], $17::text[], $18::timestamptz[], $19::timestamptz[],
-            $20::timestamptz[], $21::timestamptz[], $22::float8[])
+            $20::timestamptz[], $21::timestamptz[], $22::float8[], $23::uuid[])
      AS b(call_id, team_id, agent_id, agent_run_id, tool, status, owner, args_hash, args_size,
           confidential, idempotency_key, decision_id, result_id, http_status, response,
-          diagnostic, refs, created_at, started_at, deadline_at, finished_at, latency_ms)
+          diagnostic, refs, created_at, started_at, deadline_at, finished_at, latency_ms,
+          turn_id)
 ON CONFLICT (call_id) DO UPDATE SET
     status       = CASE WHEN c.status IN ('COMPLETED', 'FAILED', 'DENIED', 'UNAVAILABLE', 'CANCELLED')
                         THEN c.status ELSE EXCLUDED.status END,
@@ -73,15 +75,16 @@ ON CONFLICT (call_id) DO UPDATE SET
     started_at   = coalesce(c.started_at, EXCLUDED.started_at),
     deadline_at  = coalesce(EXCLUDED.deadline_at, c.deadline_at),
     finished_at  = coalesce(EXCLUDED.finished_at, c.finished_at),
-    latency_ms   = coalesce(EXCLUDED.latency_ms, c.latency_ms)
+    latency_ms   = coalesce(EXCLUDED.latency_ms, c.latency_ms),
+    turn_id      = coalesce(c.turn_id, EXCLUDED.turn_id)
 WHERE c.status NOT IN ('COMPLETED', 'FAILED', 'DENIED', 'UNAVAILABLE', 'CANCELLED')
 """
 
 
 # Fields an update keeps from the earlier record when it has one (the rest: the later wins).
-_FIRST_WINS = ("result_id", "started_at")
+_FIRST_WINS = ("result_id", "started_at", "turn_id")
 _MERGED = ("owner", "decision_id", "result_id", "http_status", "response", "diagnostic", "refs",
-           "started_at", "deadline_at", "finished_at", "latency_ms")
+           "started_at", "deadline_at", "finished_at", "latency_ms", "turn_id")
 
 
 def fold(records: list[CallRecord]) -> list[CallRecord]:
@@ -108,7 +111,7 @@ async def write_calls(conn: asyncpg.Connection, records: list[CallRecord]) -> No
     late start record, or a second ending, cannot undo the first ending)."""
     if not records:
         return
-    cols: list[list[Any]] = [[] for _ in range(22)]
+    cols: list[list[Any]] = [[] for _ in range(23)]
     for r in fold(records):
         values = (
             uuid.UUID(r.call_id), r.team_id, r.agent_id, r.agent_run_id, r.tool, r.status,
@@ -118,6 +121,7 @@ async def write_calls(conn: asyncpg.Connection, records: list[CallRecord]) -> No
             orjson.dumps(r.response).decode() if r.response is not None else None,
             r.diagnostic, orjson.dumps(r.refs).decode() if r.refs is not None else None,
             r.created_at, r.started_at, r.deadline_at, r.finished_at, r.latency_ms,
+            uuid.UUID(r.turn_id) if r.turn_id else None,
         )
         for col, v in zip(cols, values):
             col.append(v)
@@ -153,6 +157,7 @@ def call_view(r: Any) -> dict[str, Any]:
         "team_id": r["team_id"],
         "agent_id": r["agent_id"],
         "agent_run_id": r["agent_run_id"],
+        "turn_id": str(r["turn_id"]) if r["turn_id"] else None,
         "decision_id": str(r["decision_id"]) if r["decision_id"] else None,
         "result_id": str(r["result_id"]) if r["result_id"] else None,
         "http_status": r["http_status"],

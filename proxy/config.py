@@ -39,6 +39,10 @@ class Settings(BaseSettings):
     # token "valid until 9999" is refused, whoever signed it. Minting is capped the same.
     jwt_max_ttl_s: int = Field(default=30 * 24 * 3600, ge=60, le=365 * 24 * 3600)
 
+    # Seals external APIs' secrets at rest (urlsafe base64 of 32 bytes); the services read the
+    # same variable. Unset: a key generated into <data_dir>/secrets/external_apis.key.
+    secrets_key: SecretStr | None = None
+
     pdp: Literal["embedded", "opa"] = "embedded"
     opa_url: str | None = None
     opa_check_every_s: float = Field(default=1.0, gt=0, le=3600)  # is the server still holding our policy?
@@ -94,6 +98,19 @@ class Settings(BaseSettings):
     lost_after_s: float = Field(default=10.0, ge=1)
     housekeeping_every_s: float = Field(default=5.0, gt=0)
 
+    # Turns (proxy/turns): the agent runtime above the gateway. A turn makes at most
+    # turn_max_calls tool calls; POST /v1/turns and resume answer once the turn rests (held,
+    # finished) or after turn_wait_s, whichever comes first (the turn goes on either way).
+    turn_max_calls: int = Field(default=16, ge=1, le=256)
+    turn_wait_s: float = Field(default=30.0, ge=0, le=600)
+    # The model agent's OpenAI-compatible chat-completions endpoint (e.g. http://host/v1).
+    model_base_url: str | None = Field(default=None, max_length=2048, pattern=r"^https?://[^\s]+$")
+    model_name: str | None = Field(default=None, min_length=1, max_length=256)
+    model_api_key: SecretStr | None = None
+    model_stream: bool = False  # ask for server-sent events instead of one JSON answer
+    model_timeout_s: float = Field(default=60.0, gt=0, le=600)
+    model_max_retries: int = Field(default=1, ge=0, le=5)
+
     # Benchmarks only ("limits", "journal"): switches parts of the pipeline off to measure what
     # they cost. With "journal" off nothing is billed or logged; never set it in production.
     bench_disable: str = ""
@@ -127,6 +144,8 @@ class Settings(BaseSettings):
         """For the startup log: secrets and URL passwords never printed."""
         data = self.model_dump(mode="json")
         data["jwt_secret"] = "***" if self.jwt_secret else None
+        data["model_api_key"] = "***" if self.model_api_key else None
+        data["secrets_key"] = "***" if self.secrets_key else None
         if self.database_url is not None:
             data["database_url"] = _strip_password(self.database_url.get_secret_value())
         return data

@@ -34,12 +34,14 @@ class EventRecord(BaseModel):
     time: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
     run_id: str | None = None
     call_id: str | None = None
+    turn_id: str | None = None
     refs: dict[str, Any] = Field(default_factory=dict)
     payload: dict[str, Any] = Field(default_factory=dict)
 
 
 def event(team_id: str, type_: str, *, run_id: str | None = None, call_id: str | None = None,
-          refs: dict[str, Any] | None = None, payload: dict[str, Any] | None = None) -> EventRecord:
+          refs: dict[str, Any] | None = None, payload: dict[str, Any] | None = None,
+          turn_id: str | None = None) -> EventRecord:
     """An event with its payload bounded (a too-large payload is replaced by its size)."""
     assert type_ in TYPES, type_
     body = payload or {}
@@ -47,7 +49,7 @@ def event(team_id: str, type_: str, *, run_id: str | None = None, call_id: str |
     if len(encoded) > MAX_PAYLOAD_BYTES:
         body = {"truncated": True, "bytes": len(encoded)}
     return EventRecord(team_id=team_id, type=type_, run_id=run_id, call_id=call_id,
-                       refs=refs or {}, payload=body)
+                       turn_id=turn_id, refs=refs or {}, payload=body)
 
 
 async def write_events(conn: asyncpg.Connection, records: list[EventRecord]) -> None:
@@ -78,10 +80,12 @@ async def write_events(conn: asyncpg.Connection, records: list[EventRecord]) -> 
         first = last - len(items) + 1
         items = sorted(items, key=lambda e: e.time)
         await conn.execute(
-            """INSERT INTO events (team_id, sequence, event_id, type, time, run_id, call_id, refs, payload)
-               SELECT $1, first_seq + n - 1, e, t, tm, r, c, refs::jsonb, p::jsonb
+            """INSERT INTO events (team_id, sequence, event_id, type, time, run_id, call_id, refs,
+                                   payload, turn_id)
+               SELECT $1, first_seq + n - 1, e, t, tm, r, c, refs::jsonb, p::jsonb, tu
                FROM unnest($3::uuid[], $4::text[], $5::timestamptz[], $6::text[], $7::uuid[],
-                           $8::text[], $9::text[]) WITH ORDINALITY AS b(e, t, tm, r, c, refs, p, n),
+                           $8::text[], $9::text[], $10::uuid[])
+                    WITH ORDINALITY AS b(e, t, tm, r, c, refs, p, tu, n),
                     (SELECT $2::bigint AS first_seq) f
                ON CONFLICT (event_id) DO NOTHING""",
             team, first,
@@ -89,6 +93,7 @@ async def write_events(conn: asyncpg.Connection, records: list[EventRecord]) -> 
             [e.run_id for e in items], [uuid.UUID(e.call_id) if e.call_id else None for e in items],
             [orjson.dumps(e.refs).decode() for e in items],
             [orjson.dumps(e.payload).decode() for e in items],
+            [uuid.UUID(e.turn_id) if e.turn_id else None for e in items],
         )
         await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, team)
 
@@ -101,6 +106,7 @@ def _row(r: asyncpg.Record) -> dict[str, Any]:
         "time": r["time"].isoformat(),
         "run_id": r["run_id"],
         "call_id": str(r["call_id"]) if r["call_id"] else None,
+        "turn_id": str(r["turn_id"]) if r["turn_id"] else None,
         "refs": r["refs"],
         "payload": r["payload"],
     }

@@ -103,12 +103,14 @@ class Housekeeping:
             error_code="proxy_lost", http_status=502,
             latency_ms=(now - created).total_seconds() * 1000.0, started_at=created, finished_at=now,
         )
+        turn_id = str(row["turn_id"]) if row["turn_id"] else None
         ev = event(row["team_id"], "agent.error", run_id=row["agent_run_id"], call_id=call_id,
-                   payload={"tool": row["tool"], "status": "FAILED", "code": "proxy_lost"})
+                   payload={"tool": row["tool"], "status": "FAILED", "code": "proxy_lost"},
+                   turn_id=turn_id)
         record = CallRecord(call_id=call_id, team_id=row["team_id"], agent_id=row["agent_id"],
                             agent_run_id=row["agent_run_id"], tool=row["tool"], status="FAILED",
                             http_status=502, response=row["response"], diagnostic=LOST_MESSAGE,
-                            created_at=created, finished_at=now)
+                            created_at=created, finished_at=now, turn_id=turn_id)
         await self.p.journal.record(usage=usage, call=record, events=[ev],
                                     key=f"{call_id}:lost:{uuid.uuid4().hex[:8]}")
         await self.p.idempotency.complete_call(call_id, 502, row["response"])

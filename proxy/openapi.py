@@ -25,6 +25,8 @@ from proxy.openapi_schemas import (
 )
 from proxy.params import UUID_PATTERN
 from proxy.plugins.routes import PluginInstall, PluginName, PluginVersion
+from proxy.routes.admin_egress import EgressBody
+from proxy.routes.admin_external_apis import ExternalApiBody, ExternalApiKey
 from proxy.routes.admin_governance import RESULTS, OverrideKey, OverrideRequest, PolicyPush
 from proxy.routes.admin_grants import GrantRequest
 from proxy.routes.admin_quotas import QuotaBody, QuotaKey
@@ -33,6 +35,7 @@ from proxy.routes.approvals import STATES, DecisionBody, ResumeBody
 from proxy.routes.events import MAX_LIMIT
 from proxy.routes.openai_tools import ToolCallsBody
 from proxy.routes.runs import Complete, Plan, StartRun
+from proxy.turns.models import StartTurn
 from proxy.strict import INT64_MAX, TOOL_NAME_PATTERN
 from proxy.usage import GROUPS
 
@@ -78,7 +81,7 @@ DATE_TIME: Schema = {"type": "string", "format": "date-time", "maxLength": 40}
 # Path parameters by name: the shapes the routes accept (anything else is 404).
 PATH_PARAMS: dict[str, Schema] = {"run_id": ID_SCHEMA, "call_id": UUID_SCHEMA,
                                   "result_id": UUID_SCHEMA, "approval_id": UUID_SCHEMA,
-                                  "artifact_id": UUID_SCHEMA}
+                                  "artifact_id": UUID_SCHEMA, "turn_id": UUID_SCHEMA}
 
 TEAM = Param("team_id", ID_SCHEMA, description="another team (admins; governance: its own only)")
 LIMIT = Param("limit", _int(1, 1000, 100))
@@ -104,6 +107,14 @@ CALL_OUTCOMES: dict[int, Schema | tuple[str, Schema] | None] = {
     404: ref("Error"), 409: ref("Error"), 429: ref("Error"), 502: ref("Error"), 504: ref("Error"),
 }
 GOVERNANCE = {403: ref("Error")}
+EGRESS: Schema = obj(["team_id", "hosts", "updated_by", "updated_at"], {
+    "team_id": STR, "hosts": array_of(STR), "updated_by": STR, "updated_at": STR})
+EXTERNAL_API: Schema = obj(
+    ["name", "base_url", "methods", "paths", "secret_header", "secret_source", "secret_file"], {
+        "name": STR, "base_url": STR, "methods": array_of(STR), "paths": array_of(STR),
+        "secret_header": STR, "secret_source": {"enum": ["stored", "file"]},
+        "secret_file": {"type": ["string", "null"]}, "created_by": STR, "created_at": STR,
+        "updated_at": STR})
 
 OPERATIONS: list[Op] = [
     Op("post", "/v1/tools/invoke", "tools", "Invoke a tool through the whole pipeline",
@@ -130,6 +141,16 @@ OPERATIONS: list[Op] = [
        body_required=False),
     Op("get", "/v1/runs/{run_id}", "runs", "A run with its calls and totals",
        {200: ref("RunDetail"), 404: ref("Error")}),
+    Op("post", "/v1/turns", "turns",
+       "Start a turn of an agent (demo or model) in a run (201 once it rests, 202 while running)",
+       {201: ref("Turn"), 202: ref("Turn"), 403: ref("Error"), 409: ref("Error")}, StartTurn),
+    Op("get", "/v1/turns/{turn_id}", "turns", "A turn: status, steps, result",
+       {200: ref("TurnDetail"), 404: ref("Error")}),
+    Op("post", "/v1/turns/{turn_id}/resume", "turns",
+       "Resume a turn held for an authorization, once decided (202 while still pending)",
+       {200: ref("Turn"), 202: ref("Turn"), 404: ref("Error"), 409: ref("Error")}),
+    Op("post", "/v1/turns/{turn_id}/cancel", "turns", "Cancel a running or held turn",
+       {200: ref("Turn"), 202: ref("Turn"), 403: ref("Error"), 404: ref("Error"), 409: ref("Error")}),
     Op("get", "/v1/events", "events", "Events after a cursor (per-team sequence)",
        {200: obj(["events", "cursor"], {"events": array_of(ref("Event")), "cursor": {"type": "integer"}})},
        params=(CURSOR, Param("limit", _int(1, MAX_LIMIT, 100)))),
@@ -176,6 +197,17 @@ OPERATIONS: list[Op] = [
        {200: listing("quotas", ref("Quota")), **GOVERNANCE}, params=(TEAM,)),
     Op("post", "/v1/admin/quotas/delete", "admin", "Delete a quota (admins)",
        {200: obj(["deleted"], {"deleted": {"const": True}}), **GOVERNANCE, 404: ref("Error")}, QuotaKey),
+    Op("post", "/v1/admin/egress", "admin", "Set a team's browser.full egress allowlist (replaces it)",
+       {200: wrap("egress", EGRESS), **GOVERNANCE}, EgressBody),
+    Op("get", "/v1/admin/egress", "admin", "Egress allowlists",
+       {200: listing("egress", EGRESS), **GOVERNANCE}, params=(TEAM,)),
+    Op("post", "/v1/admin/external-apis", "admin", "Register (or replace) an external API (admins)",
+       {201: wrap("external_api", EXTERNAL_API), **GOVERNANCE}, ExternalApiBody),
+    Op("get", "/v1/admin/external-apis", "admin", "Registered external APIs (never their secrets)",
+       {200: listing("external_apis", EXTERNAL_API), **GOVERNANCE}),
+    Op("post", "/v1/admin/external-apis/delete", "admin", "Remove an external API (admins)",
+       {200: obj(["deleted", "name"], {"deleted": {"const": True}, "name": STR}), **GOVERNANCE,
+        404: ref("Error")}, ExternalApiKey),
     Op("get", "/v1/admin/decisions", "admin", "The decision log",
        {200: listing("decisions", ref("Decision")), **GOVERNANCE},
        params=(TEAM, Param("agent_id", ID_SCHEMA),

@@ -120,7 +120,30 @@ RUN_DETAIL = obj(["run_id", "status", "calls", "totals"], {
 
 EVENT = obj(["sequence", "type", "time"], {
     "sequence": INT, "event_id": STR, "type": STR, "time": TIME, "run_id": OPT_STR,
-    "call_id": OPT_STR, "refs": ANY, "payload": ANY,
+    "call_id": OPT_STR, "turn_id": OPT_STR, "refs": ANY, "payload": ANY,
+})
+
+TURN_STATUS: Schema = {"enum": ["RUNNING", "AUTHORIZATION_REQUIRED", "COMPLETED", "FAILED", "CANCELLED"]}
+
+TURN = obj(["turn_id", "run_id", "agent", "status", "calls_made", "tokens_used"], {
+    "turn_id": STR, "run_id": STR, "agent": {"enum": ["demo", "model"]}, "status": TURN_STATUS,
+    "calls_made": INT, "tokens_used": INT,
+    "authorization": array_of(obj(["call_id", "approval_id"], {
+        "call_id": STR, "approval_id": STR, "expires_at": OPT_TIME, "tool": STR,
+        "tool_call_id": STR})),
+    "result": {"type": "object"}, "error": ref("ErrorDetail"), "cancel_requested": BOOL,
+})
+
+TURN_STEP = obj(["seq", "kind", "time", "call_id"], {
+    "seq": INT, "time": TIME, "call_id": OPT_STR,
+    "kind": {"enum": ["user", "agent", "plan", "tool_request", "tool_result",
+                      "authorization_required", "result", "error"]},
+})
+
+TURN_DETAIL = obj(["turn_id", "run_id", "agent", "status", "steps", "created_at"], {
+    **TURN["properties"], "agent_id": STR, "input": STR, "max_calls": INT,
+    "steps": array_of(ref("TurnStep")), "created_at": TIME, "updated_at": OPT_TIME,
+    "finished_at": OPT_TIME,
 })
 
 APPROVAL = obj(["approval_id", "call_id", "team_id", "agent_id", "tool", "state", "expires_at"], {
@@ -181,6 +204,7 @@ SCHEMAS: dict[str, Schema] = {
     "Error": ERROR, "ErrorDetail": ERROR_DETAIL, "CallResult": CALL_RESULT,
     "AuthorizationRequired": AUTHORIZATION_REQUIRED, "CatalogEntry": CATALOG_ENTRY,
     "Call": CALL, "Result": RESULT, "Run": RUN, "RunDetail": RUN_DETAIL, "Event": EVENT, "Approval": APPROVAL,
+    "Turn": TURN, "TurnDetail": TURN_DETAIL, "TurnStep": TURN_STEP,
     "Grant": GRANT, "Override": OVERRIDE, "TeamRule": TEAM_RULE, "Quota": QUOTA,
     "Decision": DECISION, "JsonRpcError": JSONRPC_ERROR, "JsonRpcResult": JSONRPC_RESULT,
     "JsonRpcResponse": JSONRPC_RESPONSE, "JsonRpcMessage": JSONRPC_MESSAGE,

@@ -175,7 +175,7 @@ class Pipeline:
     # --- invoke -------------------------------------------------------------------------
 
     async def invoke(self, identity: Identity, request: InvokeRequest,
-                     body_bytes: int | None = None) -> Outcome:
+                     body_bytes: int | None = None, *, turn_id: str | None = None) -> Outcome:
         ctx_team = request.context.team_id
         if ctx_team is not None and ctx_team != identity.team_id:
             raise Denied("context.team_id does not match the token's team", reasons=["team_mismatch"])
@@ -190,6 +190,7 @@ class Pipeline:
             confidential=request.context.confidential,
             call_id=str(uuid.uuid4()),
             decision_id=str(uuid.uuid4()),
+            turn_id=turn_id,
         )
         tracing.annotate(call_id=call.call_id, decision_id=call.decision_id, tool=manifest.tool_id)
         with self.bound(call):
@@ -305,7 +306,7 @@ class Pipeline:
             agent_id=call.identity.agent_id, agent_run_id=call.agent_run_id,
             tool=call.manifest.tool_id, args=call.args, args_hash=digest, args_size=size,
             confidential=call.confidential, reasons=decision.reasons,
-            policy_revision=decision.policy_revision,
+            policy_revision=decision.policy_revision, turn_id=call.turn_id,
         )
         self._emit(call, "agent.authorization.required",
                    refs={"approval_id": approval.approval_id},
@@ -554,6 +555,7 @@ class Pipeline:
             owner=self.inflight.instance_id, confidential=call.confidential,
             idempotency_key=call.idempotency_key, decision_id=call.decision_id,
             created_at=call.started_at, started_at=started, deadline_at=deadline,
+            turn_id=call.turn_id,
         )
         entry = Entry(call=row, events=list(call.events), key=f"{call.call_id}:start:{call.decision_id}")
         await self.journal.note(entry)
@@ -561,7 +563,8 @@ class Pipeline:
     def _emit(self, call: Call, type_: str, *, refs: dict[str, Any] | None = None,
               payload: dict[str, Any] | None = None) -> None:
         call.events.append(event(call.identity.team_id, type_, run_id=call.agent_run_id,
-                                 call_id=call.call_id, refs=refs, payload=payload))
+                                 call_id=call.call_id, refs=refs, payload=payload,
+                                 turn_id=call.turn_id))
 
     def _args_view(self, call: Call) -> dict[str, Any]:
         if call.confidential:

@@ -220,6 +220,23 @@ class RunBudgets:
         if info is None or not info.budgeted or not (tokens or cost):
             return
 
+        async def add() -> None:
+            try:
+                await self.add(team_id, run_id, tokens, cost)
+            except BudgetUnavailable as exc:
+                log.warning("run_settle_failed", error=str(exc))
+
+        task = asyncio.ensure_future(add())
+        self._settling.add(task)
+        task.add_done_callback(self._settling.discard)
+
+    async def add(self, team_id: str, run_id: str, tokens: int, cost: float) -> None:
+        """Add consumption and wait for it to count (a turn's model tokens, before the turn's
+        next budget check). Raises BudgetUnavailable."""
+        info = self._runs.get((team_id, run_id))
+        if info is None or not info.budgeted or not (tokens or cost):
+            return
+
         def step(raw: bytes | None) -> tuple[bytes | None, None]:
             c = _load(raw)
             if c is None:
@@ -227,15 +244,7 @@ class RunBudgets:
             return orjson.dumps({**c, "tokens": c["tokens"] + tokens,
                                  "cost_1t": c["cost_1t"] + cost}), None
 
-        async def add() -> None:
-            try:
-                await self._change(_key(team_id, run_id), step)
-            except BudgetUnavailable as exc:
-                log.warning("run_settle_failed", error=str(exc))
-
-        task = asyncio.ensure_future(add())
-        self._settling.add(task)
-        task.add_done_callback(self._settling.discard)
+        await self._change(_key(team_id, run_id), step)
 
     async def used(self, team_id: str, run_id: str) -> Used | None:
         """A budgeted run's counters, read fresh; None for an unbudgeted or unknown run."""

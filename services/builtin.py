@@ -1,23 +1,29 @@
-"""The built-in services: five category-A tools and one real tool in each other category."""
+"""The built-in services: five category-A tools and the tools of categories B, C and D."""
 
 from __future__ import annotations
 
 import asyncpg
 
 from services import (
+    browser,
     calendar_service,
     data_query_service,
     embeddings_service,
+    external_api,
     greenfood_service,
     math_service,
     memory_service,
     task_service,
     text_service,
 )
+from services.netguard.settings import NetOptions
 from services.sdk import Service
 
 
-def builtin_services(pool: asyncpg.Pool) -> list[Service]:
+def builtin_services(pool: asyncpg.Pool, net: NetOptions | None = None) -> list[Service]:
+    """`net`: how the network tools resolve and what they may reach (default: from the
+    environment, the system resolver)."""
+    net = net or NetOptions()
     return [
         math_service.service(),
         text_service.service(),
@@ -27,6 +33,8 @@ def builtin_services(pool: asyncpg.Pool) -> list[Service]:
         task_service.service(pool),
         data_query_service.service(pool),
         greenfood_service.service(pool),
+        browser.service(pool, net),
+        external_api.service(pool, net),
     ]
 
 
@@ -40,4 +48,7 @@ BUILTIN_TOOLS = (
     "task.create",
     "data.query",
     "greenfood.order",
+    "browser.lite",
+    "browser.full",
+    "external_api.call",
 )

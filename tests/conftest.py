@@ -69,15 +69,31 @@ from proxy.tokens import mint  # noqa: E402
 from services.builtin import BUILTIN_TOOLS, builtin_services  # noqa: E402
 from services.sdk import Service  # noqa: E402
 from tests.fixture_services import TEST_TOOLS, testsvc_service  # noqa: E402
+from tests.infra import scratch_dir  # noqa: E402
+from tests.web_site import TEST_SECRETS_KEY, Site, serve_site  # noqa: E402
 
 TEST_SECRET = "test-secret-" + "x" * 40
 
 
 @pytest.fixture(scope="session")
-async def builtin(db_pool: asyncpg.Pool, nats_url: str) -> AsyncIterator[list[Service]]:
-    """The built-in services and the test services, running for the whole session."""
+async def web_site() -> AsyncIterator[Site]:
+    """A local website on loopback for the network tools (browser.lite allowlists it)."""
+    import shutil
+
+    root = scratch_dir("toolproxy-test-web-")
+    try:
+        async with serve_site(root) as site:
+            yield site
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+async def builtin(db_pool: asyncpg.Pool, nats_url: str, web_site: Site) -> AsyncIterator[list[Service]]:
+    """The built-in services and the test services, running for the whole session. The
+    network tools resolve through the test table and may reach loopback (the test escape)."""
     nc = await connect(nats_url, name="test-services")
-    services = [*builtin_services(db_pool), testsvc_service()]
+    services = [*builtin_services(db_pool, web_site.options()), testsvc_service()]
     for s in services:
         await s.start(nc)
     try:
@@ -95,6 +111,7 @@ def settings(database_url: str, nats_url: str, tmp_path: Path) -> Settings:
         nats_url=nats_url,
         data_dir=tmp_path / "data",
         jwt_secret=SecretStr(TEST_SECRET),
+        secrets_key=SecretStr(TEST_SECRETS_KEY),
         log_level="warning",
     )
 

@@ -145,7 +145,7 @@ async def test_opa_killed_and_restarted_empty_under_load() -> None:
         drill.remove()
         opa.remove()
     assert_no_500(drill)
-    assert set(cached) <= {"200", "503 pdp_unavailable"}, cached  # within the cache's bound
+    assert set(cached) <= {"200", "429 rate_limited", "503 pdp_unavailable"}, cached  # cached allows still meet the limits
     assert set(figures["while_down"]) <= {"503 pdp_unavailable", "503 policy_undefined"}, figures
     assert figures["slowest_while_down_s"] < SLOWEST_S, figures
     assert ready_while_down == 503 and ready_after == 200

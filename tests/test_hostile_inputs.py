@@ -316,3 +316,9 @@ async def test_the_document_uses_json_schema_keywords_only(client) -> None:
 
     walk(doc["components"]["schemas"], "#")
     assert not found, found
+
+
+async def test_an_unknown_expectation_is_ignored_not_a_plain_text_417(client, token) -> None:
+    r = await client.post("/v1/tools/invoke", json={"tool": "math", "args": {"expr": "1+1"}},
+                          headers={**bearer(token()), "Expect": "something-else"})
+    assert r.status == 200 and (await r.json())["output"] == {"value": 2}

@@ -27,6 +27,7 @@ from schemathesis.specs.openapi.checks import (
 from proxy import appkeys
 from proxy.app import create_app
 from services.builtin import BUILTIN_TOOLS
+from tests.fake_model import FakeModel, say, scripted
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
           response_headers_conformance, response_schema_conformance]
@@ -73,15 +74,21 @@ def fuzz(base_url: str, tokens: dict[str, str]) -> tuple[int, list[str], dict[in
 
 async def test_every_operation_conforms_to_the_document(aiohttp_client, isolated_settings, builtin,
                                                         token, team) -> None:
-    # A database of its own: an admin token pushes random policies and quotas.
-    app = create_app(isolated_settings.model_copy(update={"events_stream_max_s": 0.2}))
+    # A database of its own: an admin token pushes random policies and quotas. The model
+    # agent's upstream is the scripted one on loopback (it answers at once: turns end).
+    fake = await FakeModel(scripted(say("done"))).start()
+    app = create_app(isolated_settings.model_copy(update={
+        "events_stream_max_s": 0.2, "model_base_url": fake.base_url, "model_name": "fake-model"}))
     client = await aiohttp_client(app)
     await app[appkeys.CATALOG].wait_available(list(BUILTIN_TOOLS), timeout=10)
     tokens = {"agent": token(agent="st-agent", team=team),
               "admin": token(agent="st-admin", team="st-ops", role="admin")}
     base = str(client.make_url("")).rstrip("/")
     started = time.monotonic()
-    sent, failures, statuses = await asyncio.to_thread(fuzz, base, tokens)
+    try:
+        sent, failures, statuses = await asyncio.to_thread(fuzz, base, tokens)
+    finally:
+        await fake.stop()
     took = time.monotonic() - started
     print(f"schemathesis: {sent} requests in {took:.1f} s; statuses {dict(sorted(statuses.items()))}")
     assert sent > 300

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from proxy.cli import network
 from proxy.cli.common import CliError, admin_token, call_api, data_dir_of, stack_url
 from proxy.config import Settings
 
@@ -289,6 +290,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--cost", type=float, help="in 1T")
     sp.add_argument("--url")
     sp.add_argument("--data-dir")
+
+    network.add_parsers(add)
 
     sp = add("usage", cmd_usage, "usage reports")
     sp.add_argument("action", choices=["report"])

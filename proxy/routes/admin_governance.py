@@ -18,7 +18,7 @@ from proxy.body import read_model
 from proxy.errors import ApiError, Forbidden, InvalidRequest, NotFound, UnknownTool
 from proxy.identity import ID_PATTERN
 from proxy.params import query_choice, query_id, query_int, query_time, query_uuid
-from proxy.routes.admin_grants import governed_team, require_governance
+from proxy.routes.admin_grants import applied_here, governed_team, require_governance
 from proxy.routes.tools import json_response
 from proxy.strict import TOOL_NAME_PATTERN, PerMinute, StrictModel, Timestamp, TimeoutMs
 from services.sdk.manifest import TOOL_NAME_MAX, is_valid_tool_name
@@ -88,6 +88,7 @@ async def put_override(request: web.Request) -> web.Response:
         created_by=f"{identity.role}:{identity.agent_id}@{identity.team_id}",
         expires_at=body.expires_at,
     )
+    await applied_here(request, body.team_id)
     return json_response(201, {"override": o.as_json()})
 
 
@@ -106,6 +107,7 @@ async def delete_override(request: web.Request) -> web.Response:
     o = await request.app[OVERRIDE_REPO].delete(team_id=body.team_id, agent_id=body.agent_id, tool=body.tool)
     if o is None:
         raise NotFound("no such override")
+    await applied_here(request, body.team_id)
     return json_response(200, {"override": o.as_json()})
 
 

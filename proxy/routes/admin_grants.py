@@ -6,7 +6,7 @@ from aiohttp import web
 from pydantic import Field
 
 from pdp.grants import is_valid_capability
-from proxy.appkeys import CATALOG, GRANT_REPO, identity_of
+from proxy.appkeys import CATALOG, GRANT_REPO, GRANTS, identity_of
 from proxy.body import read_model
 from proxy.errors import Forbidden, InvalidRequest, NotFound, UnknownTool
 from proxy.identity import ID_PATTERN, Identity, is_valid_id
@@ -53,6 +53,12 @@ def _check_target(request: web.Request, identity: Identity, body: GrantRequest) 
         raise Forbidden("no self-authorization: you cannot grant capabilities to yourself")
 
 
+async def applied_here(request: web.Request, team_id: str) -> None:
+    """After a change to a team's access data: this replica enforces it before answering (the
+    others follow their NOTIFY within milliseconds)."""
+    await request.app[GRANTS].reload_team(team_id)
+
+
 @routes.post("/v1/admin/grants")
 async def add_grant(request: web.Request) -> web.Response:
     identity = identity_of(request)
@@ -65,6 +71,7 @@ async def add_grant(request: web.Request) -> web.Response:
         created_by=f"{identity.role}:{identity.agent_id}@{identity.team_id}",
         expires_at=body.expires_at,
     )
+    await applied_here(request, body.team_id)
     return json_response(201, {"grant": grant.as_json()})
 
 
@@ -85,4 +92,5 @@ async def revoke_grant(request: web.Request) -> web.Response:
     )
     if grant is None:
         raise NotFound("no such grant")
+    await applied_here(request, body.team_id)
     return json_response(200, {"grant": grant.as_json()})

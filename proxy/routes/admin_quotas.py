@@ -12,7 +12,7 @@ from proxy.appkeys import LIMITER, POOL, QUOTA_REPO, identity_of
 from proxy.body import read_model
 from proxy.errors import Forbidden, NotFound
 from proxy.identity import ID_PATTERN
-from proxy.routes.admin_grants import governed_team
+from proxy.routes.admin_grants import applied_here, governed_team
 from proxy.routes.tools import json_response
 from proxy.strict import Amount, Count, StrictModel
 
@@ -58,6 +58,7 @@ async def set_quota(request: web.Request) -> web.Response:
               tokens=body.tokens, compute_units=body.compute_units, cost_1t=body.cost_1t),
         by=f"{identity.role}:{identity.agent_id}@{identity.team_id}",
     )
+    await applied_here(request, body.team_id)
     return json_response(201, {"quota": q.as_json()})
 
 
@@ -89,4 +90,5 @@ async def delete_quota(request: web.Request) -> web.Response:
     body = await read_model(request, QuotaKey)
     if not await request.app[QUOTA_REPO].delete(body.team_id, body.agent_id):
         raise NotFound("no such quota")
+    await applied_here(request, body.team_id)
     return json_response(200, {"deleted": True})

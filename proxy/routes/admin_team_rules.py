@@ -16,7 +16,7 @@ from proxy.appkeys import CATALOG, TEAM_RULE_REPO, identity_of
 from proxy.body import read_model
 from proxy.errors import NotFound, UnknownTool
 from proxy.identity import ID_PATTERN
-from proxy.routes.admin_grants import governed_team, require_governance
+from proxy.routes.admin_grants import applied_here, governed_team, require_governance
 from proxy.routes.tools import json_response
 from proxy.strict import TOOL_NAME_PATTERN, PerMinute, StrictModel, Timestamp, TimeoutMs
 from services.sdk.manifest import TOOL_NAME_MAX
@@ -74,6 +74,7 @@ async def put_team_rule(request: web.Request) -> web.Response:
         created_by=f"{identity.role}:{identity.agent_id}@{identity.team_id}",
         expires_at=body.expires_at,
     )
+    await applied_here(request, body.team_id)
     return json_response(201, {"team_rule": rule.as_json()})
 
 
@@ -91,4 +92,5 @@ async def delete_team_rule(request: web.Request) -> web.Response:
     rule = await _repo(request).delete(team_id=body.team_id, tool=body.tool)
     if rule is None:
         raise NotFound("no such team rule")
+    await applied_here(request, body.team_id)
     return json_response(200, {"team_rule": rule.as_json()})

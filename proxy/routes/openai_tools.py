@@ -30,7 +30,7 @@ from proxy.mcp.notices import (
     resume_misuse,
 )
 from proxy.openai_names import from_openai, to_openai
-from proxy.pipeline import Outcome, error_outcome
+from proxy.pipeline import Outcome, Pipeline, error_outcome
 from proxy.routes.tools import json_response
 from proxy.strict import StrictModel, json_text_problem
 
@@ -89,23 +89,34 @@ def function_tool(name: str, description: str, parameters: dict[str, Any]) -> di
             "function": {"name": name, "description": description, "parameters": parameters}}
 
 
-@routes.get("/v1/openai/tools")
-async def list_tools(request: web.Request) -> web.Response:
-    """`tools` to pass to a chat completion, and `names`: OpenAI name -> catalog name."""
-    manifests = await request.app[PIPELINE].callable_tools(identity_of(request))
+async def openai_tools(pipeline: Pipeline, identity: Identity) -> dict[str, Any]:
+    """The caller's callable catalog as OpenAI `tools`, and `names`: OpenAI name -> catalog
+    name (also what the turn runtime hands its model)."""
+    manifests = await pipeline.callable_tools(identity)
     tools = [function_tool(to_openai(m.tool_id), m.description, m.input_schema) for m in manifests]
     names = {to_openai(m.tool_id): m.tool_id for m in manifests}
     if any(m.requires_approval for m in manifests):
         tools.append(function_tool(RESUME_TOOL, RESUME_DESCRIPTION, RESUME_SCHEMA))
-    return json_response(200, {"tools": tools, "names": names})
+    return {"tools": tools, "names": names}
+
+
+@routes.get("/v1/openai/tools")
+async def list_tools(request: web.Request) -> web.Response:
+    """`tools` to pass to a chat completion, and `names`: OpenAI name -> catalog name."""
+    return json_response(200, await openai_tools(request.app[PIPELINE], identity_of(request)))
+
+
+async def run_tool_calls(app: web.Application, identity: Identity, body: ToolCallsBody, *,
+                         turn_id: str | None = None) -> list[Outcome]:
+    """One outcome per tool call, in order (the route's and the turn runtime's one path)."""
+    return await _Runner(app, identity, body, turn_id=turn_id).run_all()
 
 
 @routes.post("/v1/openai/tool_calls")
 async def tool_calls(request: web.Request) -> web.Response:
     identity = identity_of(request)
     body = await read_model(request, ToolCallsBody)
-    runner = _Runner(request.app, identity, body)
-    outcomes = await runner.run_all()
+    outcomes = await run_tool_calls(request.app, identity, body)
     messages, results = [], []
     for call, outcome in zip(body.tool_calls, outcomes, strict=True):
         messages.append({"role": "tool", "tool_call_id": call.id, "content": content(outcome)})
@@ -125,12 +136,14 @@ def content(outcome: Outcome) -> str:
 
 
 class _Runner:
-    def __init__(self, app: web.Application, identity: Identity, body: ToolCallsBody) -> None:
+    def __init__(self, app: web.Application, identity: Identity, body: ToolCallsBody, *,
+                 turn_id: str | None = None) -> None:
         self.pipeline = app[PIPELINE]
         self.catalog = app[CATALOG]
         self.flow = app[APPROVAL_FLOW]
         self.identity = identity
         self.body = body
+        self.turn_id = turn_id
         self.gate = asyncio.Semaphore(MAX_PARALLEL)
 
     async def run_all(self) -> list[Outcome]:
@@ -189,7 +202,7 @@ class _Runner:
         request = InvokeRequest(tool=from_openai(call.function.name), args=args,
                                 context=self.body.context,
                                 idempotency_key=f"{key}:{call.id}"[:255] if key else None)
-        return await self.pipeline.invoke(self.identity, request)
+        return await self.pipeline.invoke(self.identity, request, turn_id=self.turn_id)
 
 
 def _invalid_args(message: str) -> Outcome:

@@ -9,7 +9,7 @@ import orjson
 from aiohttp import web
 from pydantic import Field
 
-from proxy.appkeys import JOURNAL, PIPELINE, identity_of
+from proxy.appkeys import JOURNAL, PIPELINE, POOL, identity_of
 from proxy.body import read_model
 from proxy.errors import Conflict, Forbidden, InvalidRequest, NotFound
 from proxy.events import event
@@ -19,6 +19,7 @@ from proxy.routes.tools import json_response
 from proxy.strict import Amount, Count, StrictModel
 from proxy.run_budget import BudgetUnavailable, RunBudgets
 from proxy.runs import RunExists, RunRepository
+from proxy.turns.store import model_tokens
 
 routes = web.RouteTableDef()
 
@@ -68,7 +69,9 @@ async def _with_used(request: web.Request, run: dict[str, Any],
     if calls is None:
         calls = await _repo(request).calls(run["team_id"], run["run_id"])
     executed = [c for c in calls if c["status"] in ("COMPLETED", "FAILED", "CANCELLED")]
-    return {**run, "used": {"calls": len(executed), "tokens": sum(c["tokens_used"] for c in calls),
+    tokens = sum(c["tokens_used"] for c in calls) + await model_tokens(
+        request.app[POOL], run["team_id"], run["run_id"])
+    return {**run, "used": {"calls": len(executed), "tokens": tokens,
                             "cost_1t": sum(c["cost_1t"] for c in calls)}}
 
 

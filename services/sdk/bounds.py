@@ -49,7 +49,8 @@ def _walk(node: Any, path: str, *, value: bool) -> list[str]:
     if node is True or not isinstance(node, dict):
         return [f"{path}: any value"] if value else []
     found: list[str] = []
-    closed = "enum" in node or "const" in node
+    # A local reference is as bounded as its target, which is walked under $defs.
+    closed = "enum" in node or "const" in node or str(node.get("$ref", "")).startswith("#/$defs/")
     types = _types(node)
     branches = [b for k in ("anyOf", "oneOf") for b in node.get(k, [])]
     if value and not closed and not types and not branches:
@@ -89,10 +90,11 @@ def _walk(node: Any, path: str, *, value: bool) -> list[str]:
 def max_json_bytes(schema: Any) -> int | None:
     """The most bytes any instance valid under `schema` takes as compact JSON (orjson's
     encoding), or None when the schema does not bound it. A safe overestimate: conditional
-    subschemas (allOf, if/then) only narrow, so they are left out."""
+    subschemas (allOf, if/then) only narrow, so they are left out; a schema with references
+    ($ref) is not sized (its tool takes its category's default)."""
     if schema is False:
         return 0
-    if not isinstance(schema, dict):
+    if not isinstance(schema, dict) or "$ref" in schema:
         return None
     for key in ("const", "enum"):
         if key in schema:

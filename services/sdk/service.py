@@ -128,6 +128,8 @@ class Service:
     # Worker processes for CPU-bound work (CallContext.run_cpu); 0: threads of this process.
     cpu_workers: int = 0
     instance: str = field(default_factory=lambda: uuid.uuid4().hex)
+    # Resources the tools own (an HTTP session...), released by stop() after the last call.
+    on_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     _nc: NATS | None = field(default=None, init=False)
     _subs: list[Subscription] = field(default_factory=list, init=False)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
@@ -196,6 +198,11 @@ class Service:
             # Waits for the worker processes to exit (a running call's work is bounded).
             await asyncio.to_thread(self._executor.shutdown, True, cancel_futures=True)
             self._executor = None
+        for close in self.on_stop:
+            try:
+                await close()
+            except Exception as exc:  # one failing release must not skip the goodbye
+                log.warning("release_failed", service=self.name, error=str(exc))
         if nc is not None and nc.is_connected:
             body = p.Goodbye(instance=self.instance).model_dump_json().encode()
             await nc.publish(p.GOODBYE_SUBJECT, body)
