@@ -118,6 +118,26 @@ async def fresh_database(server_url: str) -> AsyncIterator[str]:
             await admin.close()
 
 
+async def wait_until_ok(child, url: str, timeout: float) -> None:  # type: ignore[no-untyped-def]
+    """Until `url` answers 200; fails at once, with the log's tail, if the child exits."""
+    import aiohttp
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    async with aiohttp.ClientSession() as s:
+        while loop.time() < deadline:
+            if not child.running():
+                raise RuntimeError(f"{child.name} exited: {child.log_tail()}")
+            try:
+                async with s.get(url) as r:
+                    if r.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.05)
+    raise RuntimeError(f"{child.name} not ready: {child.log_tail()}")
+
+
 class ProxyProcess:
     """`toolproxy serve` as its own process (a real replica), stopped by its PID."""
 
@@ -142,21 +162,8 @@ class ProxyProcess:
         return f"http://127.0.0.1:{self.port}"
 
     async def start(self, wait_for_tools: tuple[str, ...] = ()) -> None:
-        import aiohttp
-
         self.child.start()
-        async with aiohttp.ClientSession() as s:
-            for _ in range(300):
-                if not self.child.running():
-                    raise RuntimeError(f"replica exited: {self.child.log_tail()}")
-                try:
-                    async with s.get(f"{self.url}/readyz") as r:
-                        if r.status == 200:
-                            return
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.1)
-        raise RuntimeError(f"replica not ready: {self.child.log_tail()}")
+        await wait_until_ok(self.child, f"{self.url}/readyz", 30.0)
 
     def stop(self) -> None:
         self.child.stop()
@@ -200,23 +207,8 @@ class OpaServer:
         return f"http://127.0.0.1:{self.port}"
 
     async def start(self, timeout: float = 20.0) -> None:
-        import aiohttp
-
         self.child.start()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        async with aiohttp.ClientSession() as s:
-            while loop.time() < deadline:
-                if not self.child.running():
-                    raise RuntimeError(f"opa exited: {self.child.log_tail()}")
-                try:
-                    async with s.get(f"{self.url}/health") as r:
-                        if r.status == 200:
-                            return
-                except aiohttp.ClientError:
-                    pass
-                await asyncio.sleep(0.05)
-        raise RuntimeError(f"opa not ready: {self.child.log_tail()}")
+        await wait_until_ok(self.child, f"{self.url}/health", timeout)
 
     def stop(self) -> None:
         self.child.stop()
