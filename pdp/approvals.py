@@ -15,7 +15,7 @@ import asyncpg
 
 _COLUMNS = """a.approval_id, a.call_id, a.team_id, a.agent_id, a.tool, a.args_hash, a.state,
               a.reasons, a.policy_revision, a.requested_at, a.expires_at, a.decided_by,
-              a.decided_at, a.decision_reason"""
+              a.decided_at, a.decision_reason, a.preview, a.binding"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +34,8 @@ class Approval:
     decided_by: str | None
     decided_at: datetime | None
     decision_reason: str | None
+    preview: dict[str, Any] | None = None  # what will run, as its service prepared it
+    binding: str | None = None  # the preview's hash: the only thing the approval covers
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -51,6 +53,8 @@ class Approval:
             "decided_by": self.decided_by,
             "decided_at": self.decided_at.isoformat() if self.decided_at else None,
             "decision_reason": self.decision_reason,
+            "preview": self.preview,
+            "binding": self.binding,
         }
 
 
@@ -86,6 +90,8 @@ def _approval(r: asyncpg.Record) -> Approval:
         decided_by=r["decided_by"],
         decided_at=r["decided_at"],
         decision_reason=r["decision_reason"],
+        preview=r["preview"],
+        binding=r["binding"],
     )
 
 
@@ -135,6 +141,7 @@ class ApprovalRepository:
         confidential: bool,
         reasons: list[str],
         policy_revision: str,
+        preview: dict[str, Any] | None = None,
         turn_id: str | None = None,
     ) -> Approval:
         """Store the call (arguments unless confidential) and its pending approval, atomically."""
@@ -153,11 +160,11 @@ class ApprovalRepository:
             row = await conn.fetchrow(
                 f"""INSERT INTO approvals AS a (approval_id, call_id, team_id, agent_id, tool,
                                                 args_hash, state, reasons, policy_revision,
-                                                expires_at)
-                    VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, $9)
+                                                expires_at, preview, binding)
+                    VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, $9, $10, $11)
                     RETURNING {_COLUMNS}""",
                 approval_id, uuid.UUID(call_id), team_id, agent_id, tool, args_hash, reasons,
-                policy_revision, expires,
+                policy_revision, expires, preview, preview["hash"] if preview else None,
             )
         return _approval(row)
 
@@ -213,6 +220,12 @@ class ApprovalRepository:
             _uuid(call_id),
         )
         return row is not None
+
+    async def unclaim(self, call_id: str) -> None:
+        """executing -> approved again: the claimed run was refused before anything ran."""
+        await self._pool.execute(
+            "UPDATE approvals SET state = 'approved' WHERE call_id = $1 AND state = 'executing'",
+            _uuid(call_id))
 
     async def complete(self, call_id: str, *, status: str, http_status: int,
                        response: dict[str, Any], decision_id: str) -> None:

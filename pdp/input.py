@@ -70,10 +70,17 @@ def build_input(
             for r in team_rules
             if r["tool"] == name
         ],
-        "approval": (
-            {"state": approval["state"], "args_match": bool(approval["args_match"])}
-            if approval is not None
-            else None
-        ),
+        "approval": _approval_view(approval),
         "phase": phase,
     }
+
+
+def _approval_view(approval: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A per-call approval's state; a standing approval also names itself (so the decision
+    log records which one applied)."""
+    if approval is None:
+        return None
+    view: dict[str, Any] = {"state": approval["state"], "args_match": bool(approval["args_match"])}
+    if approval.get("standing_approval_id") is not None:
+        view["standing_approval_id"] = str(approval["standing_approval_id"])
+    return view

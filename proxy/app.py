@@ -21,6 +21,7 @@ from pdp.point import PolicyDecisionPoint
 from pdp.policy_set import PolicySet, load_policy_dir
 from pdp.policy_store import PolicyWatcher, active_policies
 from pdp.quotas import Quota, QuotaRepository
+from pdp.standing import StandingApprovals, StandingRepository
 from pdp.team_rules import TeamRuleRepository
 from proxy import appkeys as k
 from proxy import tracing
@@ -64,6 +65,7 @@ from proxy.routes import (
     admin_governance,
     admin_grants,
     admin_quotas,
+    admin_standing,
     admin_team_rules,
     approvals,
     calls,
@@ -218,6 +220,11 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
     budgets = RunBudgets(app[k.NC], app[k.POOL], app[k.LISTENER])
     await budgets.start()
     app[k.RECONNECTS].add("run_budgets", budgets.ensure)
+    standing_repo = StandingRepository(app[k.POOL])
+    grants = app[k.GRANTS]
+    standing = StandingApprovals(standing_repo, app[k.LISTENER], per_call_required=lambda team, tool: any(
+        r["require_approval"] for r in grants.team_rules(team, tool)))
+    await standing.start()
     pipeline = Pipeline(
         settings=s,
         catalog=app[k.CATALOG],
@@ -232,6 +239,7 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
         budgets=budgets,
         inflight=inflight,
         metrics=app[k.METRICS],
+        standing=standing,
     )
     flow = ApprovalFlow(pipeline)
     flow.start_sweeper()
@@ -245,10 +253,13 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
     app[k.PIPELINE] = pipeline
     app[k.APPROVAL_FLOW] = flow
     app[k.EVENT_HUB] = hub
+    app[k.STANDING_REPO] = standing_repo
+    app[k.STANDING] = standing
     yield
     await relay.close()
     await keeper.close()
     await flow.close()
+    await standing.close()
     await budgets.close()
     await inflight.close()
 
@@ -288,9 +299,9 @@ def create_app(settings: Settings) -> web.Application:
     app.cleanup_ctx.extend([_postgres, _nats, _pdp, _catalog, _journal, _limits, _pipeline, _turns])
     if tracing.enabled():
         app.on_cleanup.append(lambda _: asyncio.to_thread(tracing.shutdown))
-    for module in (tools, usage, admin_grants, admin_governance, admin_quotas, admin_team_rules,
-                   admin_egress, admin_external_apis, approvals, calls, runs, events, mcp,
-                   openai_tools, plugin_routes, probes, turn_routes):
+    for module in (tools, usage, admin_grants, admin_governance, admin_quotas, admin_standing,
+                   admin_team_rules, admin_egress, admin_external_apis, approvals, calls, runs,
+                   events, mcp, openai_tools, plugin_routes, probes, turn_routes):
         app.router.add_routes([_lenient_expect(d) for d in module.routes])
     return app
 

@@ -13,6 +13,7 @@ from pdp.listener import Listener
 from pdp.overrides import OverrideRepository
 from pdp.point import PolicyDecisionPoint
 from pdp.quotas import QuotaRepository
+from pdp.standing import StandingApprovals, StandingRepository
 from pdp.team_rules import TeamRuleRepository
 from proxy.approval_flow import ApprovalFlow
 from proxy.bus import Reconnects
@@ -57,6 +58,8 @@ EVENT_HUB = web.AppKey("event_hub", EventHub)
 HOSTS = web.AppKey("allowed_hosts", HostAllowlist)
 ORIGINS = web.AppKey("allowed_origins", OriginAllowlist)
 TEAM_GATE = web.AppKey("team_gate", TeamGate)
+STANDING_REPO = web.AppKey("standing_repo", StandingRepository)
+STANDING = web.AppKey("standing", StandingApprovals)
 SECRET_BOX = web.AppKey("secret_box", SecretBox)  # seals external APIs' secrets (key loaded on first use)
 PLUGIN_DIRECTORY = web.AppKey("plugin_directory", PluginDirectory)
 PLUGIN_REGISTRY = web.AppKey("plugin_registry", PluginRegistry)

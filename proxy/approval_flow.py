@@ -79,9 +79,15 @@ class ApprovalFlow:
     async def _execute_approved(self, identity: Identity, approval: Approval,
                                 stored: StoredCall, args: dict[str, Any]) -> Outcome:
         call = self._call_for(identity, approval, stored, args)
-        call.approval = {"state": "approved", "args_match": args_digest(args)[0] == approval.args_hash}
+        call.approval = {"state": "approved", "args_match": args_digest(args)[0] == approval.args_hash,
+                         "binding": approval.binding}
         with self.pipeline.bound(call):
-            outcome = await self.pipeline.run(call)
+            outcome, ending = await self.pipeline.run_ending(call)
+        if ending is not None and ending.transient:
+            # Rate limited or a dependency away: nothing ran, the approval stands; the agent
+            # resumes again after Retry-After.
+            await asyncio.shield(self.approvals.unclaim(stored.call_id))
+            return outcome
         await asyncio.shield(self.approvals.complete(
             stored.call_id, status=outcome.status, http_status=outcome.http_status,
             response=outcome.body, decision_id=call.decision_id))

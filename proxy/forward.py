@@ -25,6 +25,8 @@ class CallMeta:
     agent_id: str
     run_id: str | None
     confidential: bool
+    approval: str | None = None  # "per_call" | "standing" (proxy.binding.approval_meta)
+    approval_ref: str | None = None
     replica: str | None = None  # plugin calls: where the plugin's internal() calls come back
 
 
@@ -44,6 +46,10 @@ def headers_for(meta: CallMeta, deadline_epoch_s: float) -> dict[str, str]:
         h[p.H_RUN_ID] = meta.run_id
     if meta.confidential:
         h[p.H_CONFIDENTIAL] = "1"
+    if meta.approval:
+        h[p.H_APPROVAL] = meta.approval
+        if meta.approval_ref:
+            h[p.H_APPROVAL_REF] = meta.approval_ref
     if meta.replica:
         h[p.H_REPLICA] = meta.replica
     return h
@@ -67,8 +73,9 @@ async def forward(
     timeout_s: float,
     max_reply_bytes: int,
     metrics: Metrics,
+    subject: str | None = None,
 ) -> tuple[p.ToolReply, list[str]]:
-    """Request/reply on tools.<name>.invoke within the deadline: (reply, diagnostics).
+    """Request/reply on tools.<name>.invoke (or `subject`) within the deadline: (reply, diagnostics).
 
     Raises ToolUnavailable (no responders, disconnected), ToolTimeout, BadToolReply.
     """
@@ -88,7 +95,7 @@ async def forward(
         raise DependencyUnavailable("the message bus is unavailable")
     try:
         msg = await nc.request(
-            manifest.subject,
+            subject or manifest.subject,
             payload,
             timeout=timeout_s,
             headers=headers_for(meta, time.time() + timeout_s),

@@ -30,6 +30,8 @@ from proxy.routes.admin_external_apis import ExternalApiBody, ExternalApiKey
 from proxy.routes.admin_governance import RESULTS, OverrideKey, OverrideRequest, PolicyPush
 from proxy.routes.admin_grants import GrantRequest
 from proxy.routes.admin_quotas import QuotaBody, QuotaKey
+from proxy.routes.admin_standing import STATES as STANDING_STATES
+from proxy.routes.admin_standing import StandingRequest
 from proxy.routes.admin_team_rules import TeamRuleKey, TeamRuleRequest
 from proxy.routes.approvals import STATES, DecisionBody, ResumeBody
 from proxy.routes.events import MAX_LIMIT
@@ -81,7 +83,8 @@ DATE_TIME: Schema = {"type": "string", "format": "date-time", "maxLength": 40}
 # Path parameters by name: the shapes the routes accept (anything else is 404).
 PATH_PARAMS: dict[str, Schema] = {"run_id": ID_SCHEMA, "call_id": UUID_SCHEMA,
                                   "result_id": UUID_SCHEMA, "approval_id": UUID_SCHEMA,
-                                  "artifact_id": UUID_SCHEMA, "turn_id": UUID_SCHEMA}
+                                  "artifact_id": UUID_SCHEMA, "turn_id": UUID_SCHEMA,
+                                  "standing_approval_id": UUID_SCHEMA}
 
 TEAM = Param("team_id", ID_SCHEMA, description="another team (admins; governance: its own only)")
 LIMIT = Param("limit", _int(1, 1000, 100))
@@ -191,6 +194,17 @@ OPERATIONS: list[Op] = [
        {200: listing("team_rules", ref("TeamRule")), **GOVERNANCE}, params=(TEAM,)),
     Op("post", "/v1/admin/team-rules/delete", "admin", "Delete a team rule",
        {200: wrap("team_rule", ref("TeamRule")), **GOVERNANCE, 404: ref("Error")}, TeamRuleKey),
+    Op("post", "/v1/admin/standing-approvals", "governance",
+       "Grant a standing approval: a tool for a team or agent, an argument constraint, an expiry, a call limit",
+       {201: ref("StandingApproval"), **GOVERNANCE, 404: ref("Error")}, StandingRequest),
+    Op("get", "/v1/admin/standing-approvals", "governance", "Standing approvals with their use",
+       {200: listing("standing_approvals", ref("StandingApproval")), **GOVERNANCE},
+       params=(TEAM, Param("tool", {"type": "string", "pattern": TOOL_NAME_PATTERN, "maxLength": 64}),
+               Param("state", {"enum": [*STANDING_STATES, "all"], "default": "all"}),
+               Param("limit", _int(1, 1000, 200)))),
+    Op("post", "/v1/admin/standing-approvals/{standing_approval_id}/revoke", "governance",
+       "Revoke a standing approval (at once, on every replica)",
+       {200: ref("StandingApproval"), **GOVERNANCE, 404: ref("Error")}),
     Op("post", "/v1/admin/quotas", "admin", "Set a daily quota (admins)",
        {201: wrap("quota", ref("Quota")), **GOVERNANCE}, QuotaBody),
     Op("get", "/v1/admin/quotas", "admin", "Quotas with today's use",

@@ -151,7 +151,19 @@ APPROVAL = obj(["approval_id", "call_id", "team_id", "agent_id", "tool", "state"
     "args_hash": STR, "state": STR, "reasons": array_of(STR), "policy_revision": STR,
     "requested_at": TIME, "expires_at": TIME, "decided_by": OPT_STR, "decided_at": OPT_TIME,
     "decision_reason": OPT_STR,
+    # What the call's service prepared (a transaction) and its hash, the approval's binding.
+    "preview": {"type": ["object", "null"]}, "binding": OPT_STR,
 })
+
+STANDING_APPROVAL = obj(
+    ["standing_approval_id", "team_id", "agent_id", "tool", "expires_at", "max_calls", "used_calls",
+     "remaining_calls", "state"], {
+        "standing_approval_id": STR, "team_id": STR, "agent_id": OPT_STR, "tool": STR,
+        "args": {"type": ["object", "null"]}, "args_schema": {"type": ["object", "null"]},
+        "expires_at": TIME, "max_calls": INT, "used_calls": INT, "remaining_calls": INT,
+        "state": {"enum": ["active", "expired", "exhausted", "revoked"]}, "reason": STR,
+        "created_by": STR, "created_at": TIME, "revoked_at": OPT_TIME, "revoked_by": OPT_STR,
+    })
 
 GRANT = obj(["grant_id", "team_id", "agent_id", "capability"], {
     "grant_id": STR, "team_id": STR, "agent_id": OPT_STR, "capability": STR,
@@ -204,7 +216,7 @@ SCHEMAS: dict[str, Schema] = {
     "Error": ERROR, "ErrorDetail": ERROR_DETAIL, "CallResult": CALL_RESULT,
     "AuthorizationRequired": AUTHORIZATION_REQUIRED, "CatalogEntry": CATALOG_ENTRY,
     "Call": CALL, "Result": RESULT, "Run": RUN, "RunDetail": RUN_DETAIL, "Event": EVENT, "Approval": APPROVAL,
-    "Turn": TURN, "TurnDetail": TURN_DETAIL, "TurnStep": TURN_STEP,
+    "Turn": TURN, "TurnDetail": TURN_DETAIL, "TurnStep": TURN_STEP, "StandingApproval": STANDING_APPROVAL,
     "Grant": GRANT, "Override": OVERRIDE, "TeamRule": TEAM_RULE, "Quota": QUOTA,
     "Decision": DECISION, "JsonRpcError": JSONRPC_ERROR, "JsonRpcResult": JSONRPC_RESULT,
     "JsonRpcResponse": JSONRPC_RESPONSE, "JsonRpcMessage": JSONRPC_MESSAGE,

@@ -19,9 +19,11 @@ from pdp.decision import Decision
 from pdp.decision_log import DecisionRecord, decision_record
 from pdp.digest import args_digest
 from pdp.point import PolicyDecisionPoint
+from pdp.standing import StandingApprovals
 from proxy import tracing
 from proxy.args.checker import ArgsChecker
 from proxy.accounting import call_record, kept_body, terminal_event, usage_record
+from proxy.binding import approval_meta, prepare_held
 from proxy.call import Call, Ending, Outcome, authorization_required_body, render
 from proxy.calls import CallRecord, result_id_for
 from proxy.catalog import Catalog
@@ -85,6 +87,7 @@ class Pipeline:
         budgets: RunBudgets,
         inflight: InFlight,
         metrics: Metrics,
+        standing: StandingApprovals | None = None,
     ) -> None:
         self.settings = settings
         self.catalog = catalog
@@ -99,6 +102,7 @@ class Pipeline:
         self.budgets = budgets
         self.inflight = inflight
         self.metrics = metrics
+        self.standing = standing
         # Per manifest object (a catalog change replaces the object): the validators and the
         # tool's view in the policy input, built once instead of on every call.
         self._prepared: dict[str, tuple[ToolManifest, ArgsChecker, SchemaValidator,
@@ -249,12 +253,20 @@ class Pipeline:
     async def run(self, call: Call) -> Outcome:
         return (await self._run(call))[0]
 
+    async def run_ending(self, call: Call) -> tuple[Outcome, Ending | None]:
+        """The outcome and how the call ended (None while it is held for an approval)."""
+        return await self._run(call)
+
     async def _run(self, call: Call) -> tuple[Outcome, Ending | None]:
         if not call.resumed:
             payload = {"tool": call.manifest.tool_id, **self._args_view(call)}
             if call.parent_call_id is not None:
                 payload["parent_call_id"] = call.parent_call_id
             self._emit(call, "agent.tool.requested", payload=payload)
+        if self.standing is not None and call.approval is None and call.manifest.requires_approval:
+            call.approval = await self.standing.claim(  # a standing approval, counted; else None
+                team_id=call.identity.team_id, agent_id=call.identity.agent_id,
+                tool=call.manifest.tool_id, args=call.args)
         with tracing.span("decide"):
             decision, seconds, doc = await self.pdp.decide(
                 decision_id=call.decision_id,
@@ -296,17 +308,21 @@ class Pipeline:
                 ending = Ending(403, "DENIED", "denied", "the approval does not cover this call",
                                 reasons=decision.reasons)
                 return await self._end(call, decision, ending, record), ending
-            return await self._hold_for_approval(call, decision, record), None
+            return await self._hold_for_approval(call, decision, record)
         return await self._execute(call, decision, record)
 
-    async def _hold_for_approval(self, call: Call, decision: Decision, record: DecisionRecord) -> Outcome:
+    async def _hold_for_approval(self, call: Call, decision: Decision,
+                                 record: DecisionRecord) -> tuple[Outcome, Ending | None]:
+        preview, refused = await prepare_held(self.nc, call, self.metrics)
+        if refused is not None:
+            return await self._end(call, decision, refused, record), refused
         digest, size = args_digest(call.args)
         approval = await self.approvals.request(
             call_id=call.call_id, decision_id=call.decision_id, team_id=call.identity.team_id,
             agent_id=call.identity.agent_id, agent_run_id=call.agent_run_id,
             tool=call.manifest.tool_id, args=call.args, args_hash=digest, args_size=size,
             confidential=call.confidential, reasons=decision.reasons,
-            policy_revision=decision.policy_revision, turn_id=call.turn_id,
+            policy_revision=decision.policy_revision, preview=preview, turn_id=call.turn_id,
         )
         self._emit(call, "agent.authorization.required",
                    refs={"approval_id": approval.approval_id},
@@ -319,7 +335,7 @@ class Pipeline:
         log.info("call_awaiting_approval", approval_id=approval.approval_id)
         return Outcome(202, authorization_required_body(
             call_id=call.call_id, decision_id=call.decision_id, approval_id=approval.approval_id,
-            expires_at=approval.expires_at.isoformat(), reasons=decision.reasons))
+            expires_at=approval.expires_at.isoformat(), reasons=decision.reasons)), None
 
     # --- admission: run budget, rate limits, quotas --------------------------------------
 
@@ -384,6 +400,7 @@ class Pipeline:
         meta = CallMeta(
             call_id=call.call_id, decision_id=call.decision_id, team_id=call.identity.team_id,
             agent_id=call.identity.agent_id, run_id=call.agent_run_id, confidential=call.confidential,
+            **approval_meta(call.approval),
             replica=self.inflight.instance_id if m.plugin else None,
         )
         started = call.forwarded_at = datetime.now(timezone.utc)
@@ -490,6 +507,8 @@ class Pipeline:
                    record: DecisionRecord | None) -> Outcome:
         """Render the ending; make its usage, row, decision and events durable; count it."""
         body = render(call, e)
+        if self.standing is not None and not e.executed:
+            self.standing.refund(call.approval)  # a standing approval's call that never ran
         elapsed = time.perf_counter() - call.t0
         finished = datetime.now(timezone.utc)
         m = call.manifest
@@ -499,9 +518,13 @@ class Pipeline:
         self.metrics.request_duration.labels(tool=m.tool_id, category=m.category,
                                              status=e.status).observe(elapsed)
         call.events.append(terminal_event(call, e, elapsed))
-        usage = usage_record(call, decision, e, elapsed, finished)
+        # An approved call refused for now on its resume (429, 503: nothing ran) is not over:
+        # its approval still stands, so it gets no ending row and no usage row yet — only its
+        # decision and events. Its one usage row comes when it really ends.
+        over = not (call.resumed and e.transient)
+        usage = usage_record(call, decision, e, elapsed, finished) if over else None
         row = call_record(call, e, body, owner=self.inflight.instance_id, elapsed_s=elapsed,
-                          finished=finished)
+                          finished=finished) if over else None
         # Shielded: a cancelled request (shutdown) still leaves its records behind.
         if self._journal_on:
             with tracing.span("record"):

@@ -1,4 +1,5 @@
-"""The built-in services: five category-A tools and the tools of categories B, C and D."""
+"""The built-in services: five category-A tools and the tools of categories B, C and D
+(the DAARION platforms; the wallet's chain tools start with them when a chain is configured)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from services import (
     data_query_service,
     embeddings_service,
     external_api,
-    greenfood_service,
     math_service,
     memory_service,
     task_service,
     text_service,
 )
+from services.platforms import energy, greenfood, water
 from services.netguard.settings import NetOptions
 from services.sdk import Service
 
@@ -32,7 +33,9 @@ def builtin_services(pool: asyncpg.Pool, net: NetOptions | None = None) -> list[
         embeddings_service.service(),
         task_service.service(pool),
         data_query_service.service(pool),
-        greenfood_service.service(pool),
+        greenfood.service(pool),
+        energy.service(pool),
+        water.service(pool),
         browser.service(pool, net),
         external_api.service(pool, net),
     ]
@@ -48,6 +51,9 @@ BUILTIN_TOOLS = (
     "task.create",
     "data.query",
     "greenfood.order",
+    "energy.meter.read",
+    "water.usage.read",
+    "water.valve.set",
     "browser.lite",
     "browser.full",
     "external_api.call",

@@ -11,6 +11,7 @@ from proxy.bus import Reconnects, connect
 from proxy.bus import close as close_nats
 from proxy.db import create_pool
 from services.builtin import builtin_services
+from services.wallet.service import configured_wallet
 
 log = structlog.get_logger("toolproxy.services")
 
@@ -20,6 +21,9 @@ async def run_services(database_url: str, nats_url: str) -> None:
     reconnects = Reconnects()
     nc = await connect(nats_url, name="toolproxy-services", reconnects=reconnects)
     services = builtin_services(pool)
+    wallet = configured_wallet(pool)  # only with TOOLPROXY_CHAIN_RPC_URL
+    if wallet is not None:
+        services.append(wallet[0])
     for s in services:
         reconnects.add(f"announce:{s.name}", s.announce)
     stop = asyncio.Event()
@@ -35,5 +39,7 @@ async def run_services(database_url: str, nats_url: str) -> None:
         for s in services:
             await s.stop()
         await close_nats(nc)
+        if wallet is not None:
+            await wallet[1].close()
         await pool.close()
         log.info("services_stopped")

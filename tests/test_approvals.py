@@ -209,3 +209,32 @@ async def test_admin_lists_every_team(client, token, team, buyer) -> None:
     assert [a["approval_id"] for a in listed["approvals"]] == [held["approval_id"]]
     gov_elsewhere = token(agent="g", team="elsewhere", role="governance")
     assert (await approvals(client, gov_elsewhere, team_id=team))[0] == 403
+
+
+async def test_an_approved_call_refused_for_now_on_resume_keeps_its_approval(
+        client, token, team, buyer, db_pool) -> None:
+    """A 429 on resume ran nothing: the approval stands, no ending or usage row is written;
+    the next resume (once admitted) runs the call exactly once and bills it once."""
+    gov = token(agent="gov-1", team=team, role="governance")
+    status, held = await invoke(client, buyer, "greenfood.order", ORDER)
+    assert status == 202, held
+    assert (await decide(client, gov, held["approval_id"], "approve"))[0] == 200
+    admin = bearer(token(agent="root", team="ops", role="admin"))
+    override = {"team_id": team, "agent_id": "buyer", "tool": "greenfood.order", "effect": "allow",
+                "rate_per_minute": 0}
+    assert (await client.post("/v1/admin/overrides", json=override, headers=admin)).status == 201
+    before = await stock(db_pool)
+    status, refused = await resume(client, buyer, held["call_id"])
+    assert status == 429 and refused["error"]["code"] == "rate_limited"
+    assert await stock(db_pool) == before  # nothing ran
+    key = {k: override[k] for k in ("team_id", "agent_id", "tool")}
+    assert (await client.post("/v1/admin/overrides/delete", json=key, headers=admin)).status == 200
+    status, done = await resume(client, buyer, held["call_id"])
+    assert status == 200 and done["status"] == "COMPLETED", done
+    assert await stock(db_pool) == before - ORDER["qty"]
+    rows = await usage_rows(db_pool, held["call_id"])
+    await asyncio.sleep(0.3)
+    rows = await usage_rows(db_pool, held["call_id"])
+    assert [(r["status"], r["http_status"]) for r in rows] == [("COMPLETED", 200)]
+    again = await resume(client, buyer, held["call_id"])
+    assert again == (200, done)  # later resumes replay it

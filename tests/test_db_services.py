@@ -15,7 +15,8 @@ import asyncpg
 import pytest
 from jsonschema import Draft202012Validator
 
-from services import data_query_service, greenfood_service, task_service
+from services import data_query_service, task_service
+from services.platforms import greenfood as greenfood_service
 from services.sdk import Service, ToolError, ToolManifest
 from services.sdk.service import ToolResult, CallContext
 from tests.tool_harness import run_tool

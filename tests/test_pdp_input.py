@@ -62,3 +62,13 @@ def test_list_phase_has_empty_args() -> None:
                       args=None, context={"team_id": "t"}, grants=[], phase="list")
     assert doc["args"] == {} and doc["phase"] == "list"
     assert doc["overrides"] == [] and doc["team_rules"] == [] and doc["approval"] is None
+
+
+def test_a_standing_approval_names_itself_in_the_input() -> None:
+    doc = build_input(agent_id="a", team_id="t", roles=["agent"],
+                      tool={"tool_id": "energy.meter.read", "category": "D", "action": "read"},
+                      args={"meter_id": "em-1"}, context={"team_id": "t"}, grants=[], phase="call",
+                      approval={"state": "standing", "args_match": True,
+                                "standing_approval_id": "5f0c-id", "other": "dropped"})
+    assert doc["approval"] == {"state": "standing", "args_match": True,
+                               "standing_approval_id": "5f0c-id"}

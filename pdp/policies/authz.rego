@@ -6,7 +6,8 @@
 #   args, context{team_id, agent_run_id, confidential}, grants (exact capabilities),
 #   overrides (this subject's per-tool overrides), team_rules (the subject's own team's rules
 #   for this tool: {tool, deny, require_approval, timeout_ms, rate_per_minute}; they only
-#   tighten), approval (null | {state, args_match}), phase ("list" | "call").
+#   tighten), approval (null | {state, args_match} | {state: "standing", args_match,
+#   standing_approval_id}), phase ("list" | "call").
 # Output: data.toolproxy.authz.decision = {allow, require_approval, reasons[], obligations}.
 #
 # Written for both engines: regopy (rego-cpp, embedded) and OPA 1.x (server). Bodies that use
@@ -88,6 +89,14 @@ confidential_denials contains "confidential_excludes_category_d" if tool.categor
 
 confidential_denials contains "confidential_excludes_plugins" if tool.plugin == true
 
+# Operator-only tools: agents neither see nor call them (an admin token may).
+operator_tools := {"water.valve.set"}
+
+deny contains "operator_only_tool" if {
+	tool.tool_id in operator_tools
+	not "admin" in input.subject.roles
+}
+
 # Argument-aware rules: only a call has arguments.
 deny contains reason if {
 	phase == "call"
@@ -131,18 +140,33 @@ needs_approval if {
 	r.require_approval == true
 }
 
+# The team asked for an approval of every call of this tool: no standing approval covers it.
+per_call_rule if {
+	some r in team_rules
+	r.require_approval == true
+}
+
 # No approval requested yet counts as pending.
 default approval_state := "pending"
 
 approval_state := input.approval.state
 
 # [allow, require_approval, reason]. An approval given for other arguments is no approval;
-# an unknown state fails closed.
+# an unknown state fails closed. A standing approval (governance's pre-approval, already
+# matched against its argument constraint and counted) stands for a per-call approval, unless
+# a team rule asks for an approval per call.
 approval_outcome := [true, true, "approval_required"] if {
 	approval_state == "pending"
 } else := [true, false, "approved"] if {
 	approval_state == "approved"
 	input.approval.args_match == true
+} else := [false, false, "standing_approval_per_call_rule"] if {
+	approval_state == "standing"
+	per_call_rule
+} else := [true, false, "standing_approval"] if {
+	approval_state == "standing"
+	input.approval.args_match == true
+	is_string(input.approval.standing_approval_id)
 } else := [false, false, "approval_args_mismatch"] if {
 	approval_state == "approved"
 } else := [false, false, "approval_denied"] if {

@@ -18,6 +18,8 @@ tools := {
 	"data.query": tool("data.query", "C", "read", false, 8000),
 	"greenfood.order": tool("greenfood.order", "D", "write", true, 5000),
 	"browser.full": tool("browser.full", "D", "read", false, 20000),
+	"energy.meter.read": tool("energy.meter.read", "D", "read", true, 5000),
+	"water.valve.set": tool("water.valve.set", "D", "write", true, 5000),
 	"plugin.echo": object.union(tool("plugin.echo", "B", "read", false, 3000), {"plugin": true}),
 	"text.wordfreq": object.union(tool("text.wordfreq", "A", "read", false, 2000), {"plugin": true}),
 }
@@ -429,4 +431,55 @@ test_a_tool_without_timeout_gets_the_category_default if {
 test_unknown_category_fails_closed_with_a_decision if {
 	t := object.union(tools["task.list"], {"category": "Z"})
 	denied(decide("task.list", {"tool": t, "grants": [grant("task.list")]}), ["invalid_input"])
+}
+
+# --- standing approvals ---------------------------------------------------------------------
+
+standing := {"state": "standing", "args_match": true, "standing_approval_id": "sa-1"}
+
+test_a_standing_approval_stands_for_a_per_call_approval if {
+	o := {"grants": [grant("energy.meter.read")], "args": {"meter_id": "em-1"}, "approval": standing}
+	allowed(decide("energy.meter.read", o), ["granted", "standing_approval"])
+}
+
+test_a_standing_approval_never_replaces_a_grant if {
+	o := {"args": {"meter_id": "em-1"}, "approval": standing}
+	denied(decide("energy.meter.read", o), ["grant_required"])
+}
+
+test_a_standing_approval_that_does_not_match_or_name_itself_fails_closed if {
+	other := {"state": "standing", "args_match": false, "standing_approval_id": "sa-1"}
+	g := [grant("energy.meter.read")]
+	denied(decide("energy.meter.read", {"grants": g, "approval": other}), ["approval_invalid"])
+	nameless := {"state": "standing", "args_match": true}
+	denied(decide("energy.meter.read", {"grants": g, "approval": nameless}), ["approval_invalid"])
+}
+
+test_a_team_rule_asking_for_approval_per_call_excludes_standing_approvals if {
+	r := [rule("energy.meter.read", {"require_approval": true})]
+	o := {"grants": [grant("energy.meter.read")], "args": {"meter_id": "em-1"}, "approval": standing, "team_rules": r}
+	denied(decide("energy.meter.read", o), ["standing_approval_per_call_rule"])
+	per_call := {"grants": [grant("energy.meter.read")], "approval": approved, "team_rules": r}
+	allowed(decide("energy.meter.read", per_call), ["approved", "granted"])
+}
+
+test_a_standing_approval_does_not_lift_a_denial if {
+	o := {"grants": gf, "args": {"op": "set_price"}, "approval": standing}
+	denied(decide("greenfood.order", o), ["greenfood_op_forbidden"])
+}
+
+# --- operator-only tools --------------------------------------------------------------------
+
+test_water_valve_set_is_denied_to_agents_even_granted_and_approved if {
+	o := {"grants": [grant("water.valve.set")], "args": {"valve_id": "v", "open": false}, "approval": approved}
+	denied(decide("water.valve.set", o), ["operator_only_tool"])
+	denied(decide("water.valve.set", {"grants": [grant("water.valve.set")], "phase": "list"}), ["operator_only_tool"])
+}
+
+test_water_valve_set_is_for_admins_with_a_grant_and_an_approval if {
+	g := [grant("water.valve.set")]
+	o := {"roles": ["admin"], "grants": g, "args": {"valve_id": "v", "open": false}}
+	pending(decide("water.valve.set", o), ["approval_required", "granted"])
+	done := object.union(o, {"approval": approved})
+	allowed(decide("water.valve.set", done), ["approved", "granted"])
 }

@@ -274,6 +274,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--url")
     sp.add_argument("--data-dir")
 
+    from proxy.cli.standing import register as register_standing
+
+    register_standing(sub, add, parse_ttl)
+
     sp = add("policy", cmd_policy, "validate, unit-test and publish Rego policies")
     sp.add_argument("action", choices=["check", "test", "push"])
     sp.add_argument("--dir", help="policy directory (default: the shipped pdp/policies)")

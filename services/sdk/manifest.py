@@ -65,6 +65,9 @@ class ToolManifest(BaseModel):
     network: bool = False
     plugin: bool = False  # served by the plugin runtime (third-party code): never in confidential mode
     requires_approval: bool = False
+    # Held for approval, the call is first prepared by its service (tools.<id>.prepare): the
+    # approval shows exactly what will run and is bound to its hash.
+    approval_preview: bool = False
     description: str = Field(max_length=2_000)
     input_schema: dict[str, Any]
     output_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})

@@ -21,6 +21,11 @@ def cancel_subject(tool: str) -> str:
     return f"tools.{tool}.cancel"
 
 
+def prepare_subject(tool: str) -> str:
+    """A tool whose manifest says `approval_preview`: what a held call will run, prepared."""
+    return f"tools.{tool}.prepare"
+
+
 def queue_group(tool: str) -> str:
     return f"svc.{tool}"
 
@@ -33,6 +38,10 @@ H_AGENT_ID = "Toolproxy-Agent-Id"
 H_RUN_ID = "Toolproxy-Run-Id"
 H_DEADLINE = "Toolproxy-Deadline"  # absolute, unix epoch milliseconds
 H_CONFIDENTIAL = "Toolproxy-Confidential"
+# How a call needing approval was authorized: "per_call" (its approval's binding, the hash of
+# what was prepared, in H_APPROVAL_REF) or "standing" (the standing approval's id).
+H_APPROVAL = "Toolproxy-Approval"
+H_APPROVAL_REF = "Toolproxy-Approval-Ref"
 # On plugin calls only: the proxy replica running the call, where its internal() calls go.
 H_REPLICA = "Toolproxy-Replica"
 

@@ -42,6 +42,8 @@ class CallContext:
     run_id: str | None
     deadline: float  # time.time() seconds
     confidential: bool = False
+    approval: str | None = None  # "per_call" | "standing" for calls that needed an approval
+    approval_ref: str | None = None  # the approval's binding hash, or the standing approval's id
     replica: str | None = None  # the proxy replica running the call (plugin calls only)
     # Where CPU-bound work runs (`await ctx.run_cpu(fn, *args)`): the service's worker
     # processes when it has some (cpu_workers), else a thread.
@@ -77,6 +79,7 @@ class ToolDef:
     manifest: ToolManifest
     handler: Handler
     _validator: SchemaValidator | None = None
+    prepare: Handler | None = None  # required by (and only with) manifest.approval_preview
 
     def check_args(self, args: dict[str, Any]) -> None:
         """Defense in depth: the proxy validated already, but a service never trusts the bus."""
@@ -144,6 +147,11 @@ class Service:
             raise ManifestError(f"service {self.name!r} declares a tool twice")
         if self.per_team_concurrency is None:
             self.per_team_concurrency = max(1, self.max_concurrency // 4)
+        for t in self.tools:
+            if t.manifest.approval_preview != (t.prepare is not None):
+                raise ManifestError(
+                    f"tool {t.manifest.tool_id!r}: approval_preview needs a prepare handler, "
+                    "and a prepare handler needs approval_preview")
 
     @property
     def manifests(self) -> list[ToolManifest]:
@@ -168,6 +176,12 @@ class Service:
             self._subs.append(
                 await nc.subscribe(p.cancel_subject(t.manifest.tool_id), cb=self._on_cancel)
             )
+            if t.prepare is not None:
+                self._subs.append(await nc.subscribe(
+                    p.prepare_subject(t.manifest.tool_id),
+                    queue=p.queue_group(t.manifest.tool_id),
+                    cb=self._dispatcher(t, t.prepare),
+                ))
         self._subs.append(await nc.subscribe(p.DISCOVER_SUBJECT, cb=self._on_discover))
         await nc.flush()
         await self.announce()
@@ -236,10 +250,12 @@ class Service:
             log.info("call_cancelled", call_id=call_id)
             task.cancel()
 
-    def _dispatcher(self, t: ToolDef) -> Callable[[Msg], Awaitable[None]]:
+    def _dispatcher(self, t: ToolDef, handler: Handler | None = None) -> Callable[[Msg], Awaitable[None]]:
         # nats-py runs one callback at a time per subscription: never wait here (one team's
         # full share would hold up every team's calls); each admitted message gets its own
         # task, which waits for a slot of its team.
+        run = handler or t.handler
+
         async def on_msg(msg: Msg) -> None:
             assert self._slots is not None
             team = (msg.headers or {}).get(p.H_TEAM_ID, "")
@@ -250,13 +266,13 @@ class Service:
                         p.BUSY, f"{t.manifest.tool_id} is serving this team's share of calls; "
                         "retry shortly")))
                 return
-            task = asyncio.create_task(self._handle(t, msg, team))
+            task = asyncio.create_task(self._handle(t, msg, team, run))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
         return on_msg
 
-    async def _handle(self, t: ToolDef, msg: Msg, team: str) -> None:
+    async def _handle(self, t: ToolDef, msg: Msg, team: str, handler: Handler) -> None:
         assert self._slots is not None
         headers = msg.headers or {}
         ctx = _context(headers, t.manifest.deadline_ms, self._executor)
@@ -269,7 +285,7 @@ class Service:
                 self._running[ctx.call_id] = current
             try:
                 async with self._slots.slot(team, timeout=max(ctx.remaining(), 0.0)):
-                    reply = await self._run(t, msg.data, ctx)
+                    reply = await self._run(t, msg.data, ctx, handler)
             except asyncio.CancelledError:
                 return  # cancelled by the proxy: nobody waits for a reply any more
             except TimeoutError:
@@ -285,7 +301,8 @@ class Service:
             except Exception as exc:
                 log.warning("reply_failed", error=str(exc))
 
-    async def _run(self, t: ToolDef, data: bytes, ctx: CallContext) -> dict[str, Any]:
+    async def _run(self, t: ToolDef, data: bytes, ctx: CallContext,
+                   handler: Handler | None = None) -> dict[str, Any]:
         try:
             request = p.ToolRequest.model_validate_json(data)
         except ValidationError:
@@ -293,7 +310,7 @@ class Service:
         try:
             t.check_args(request.args)
             async with asyncio.timeout(max(ctx.remaining(), 0.0)):
-                result = await t.handler(request.args, ctx)
+                result = await (handler or t.handler)(request.args, ctx)
         except ToolError as exc:
             return _error(exc.code, exc.message)
         except TimeoutError:
@@ -355,6 +372,8 @@ def _context(headers: dict[str, str], default_ms: int,
         run_id=headers.get(p.H_RUN_ID) or None,
         deadline=deadline,
         confidential=headers.get(p.H_CONFIDENTIAL) == "1",
+        approval=headers.get(p.H_APPROVAL) or None,
+        approval_ref=headers.get(p.H_APPROVAL_REF) or None,
         replica=headers.get(p.H_REPLICA) or None,
         executor=executor,
     )

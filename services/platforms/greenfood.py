@@ -9,12 +9,12 @@ from typing import Any
 
 import asyncpg
 
+from services.platforms.platform import platform_service
 from services.sdk import CallContext, Cost, Service, ToolError
-from services.sdk.service import ToolDef, ToolResult, make_manifest
+from services.sdk.service import ToolResult, make_manifest
 
 STOCK_MAX = 2_147_483_647  # greenfood_products.stock is an integer column
 PRICE_MAX = 1_000_000
-LOCK_TIMEOUT_MS = 2_000
 
 _PRODUCT_ID = {"type": "string", "maxLength": 64, "pattern": "^[a-z][a-z0-9_-]{0,63}$"}
 _PRICE = {"type": "number", "minimum": 0, "maximum": PRICE_MAX}
@@ -125,8 +125,7 @@ def _unknown(product_id: str) -> ToolError:
 
 
 async def _locked_stock(conn: asyncpg.Connection, product_id: str) -> int:
-    """Lock the product row for this transaction and return its stock."""
-    await conn.execute(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS}")
+    """Lock the product row for this transaction (within the platform's lock timeout)."""
     stock = await conn.fetchval(
         "SELECT stock FROM greenfood_products WHERE product_id = $1 FOR UPDATE", product_id
     )
@@ -138,8 +137,6 @@ async def _locked_stock(conn: asyncpg.Connection, product_id: str) -> int:
 async def _create_order(
     conn: asyncpg.Connection, args: dict[str, Any], ctx: CallContext
 ) -> ToolResult:
-    if not ctx.team_id or not ctx.agent_id:
-        raise ToolError("the call carries no team or agent")
     product_id: str = args["product_id"]
     qty = int(args["qty"])
     stock = await _locked_stock(conn, product_id)
@@ -190,7 +187,6 @@ async def _set_price(
     price = Decimal(str(args["price"]))
     if price != price.quantize(Decimal("0.01")):
         raise ToolError("price must have at most two decimal places")
-    await conn.execute(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS}")
     stored = await conn.fetchval(
         "UPDATE greenfood_products SET price = $2 WHERE product_id = $1 RETURNING price",
         product_id,
@@ -224,15 +220,10 @@ OPS: dict[str, OpHandler] = {
 }
 
 
+async def _order(conn: asyncpg.Connection, args: dict[str, Any], ctx: CallContext) -> dict[str, Any] | ToolResult:
+    return await OPS[args["op"]](conn, args, ctx)
+
+
 def service(pool: asyncpg.Pool) -> Service:
     """The GREENFOOD service, bound to one connection pool."""
-
-    async def order(args: dict[str, Any], ctx: CallContext) -> dict[str, Any] | ToolResult:
-        handle = OPS[args["op"]]
-        try:
-            async with pool.acquire() as conn, conn.transaction():
-                return await handle(conn, args, ctx)
-        except asyncpg.LockNotAvailableError:
-            raise ToolError("the product is busy; try again") from None
-
-    return Service(name="greenfood", tools=[ToolDef(manifest=MANIFEST, handler=order)])
+    return platform_service("greenfood", pool, [(MANIFEST, _order)])
