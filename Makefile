@@ -29,7 +29,7 @@ test: install-dev
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: install-dev
-	for b in pipeline limits pdp lifecycle mcp_vs_native plugins turns critical; do $(BIN)/python bench/$$b.py || exit 1; done
+	for b in pipeline limits pdp lifecycle mcp_vs_native plugins turns critical search tools_b; do $(BIN)/python bench/$$b.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) build *.egg-info

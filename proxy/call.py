@@ -13,6 +13,23 @@ from proxy.identity import Identity
 from services.sdk.manifest import ToolManifest
 
 
+# A tool's own error codes HTTP has a word for, so a client can branch on the status alone:
+# bad input the tool found (4xx, as for input the proxy refuses itself), a missing record
+# (404, also for another team's), a stale version or a taken name (409). The body is the same
+# as for any tool error (FAILED, error.code tool_error, the tool's code in error.tool_code);
+# every other tool error answers 200.
+TOOL_ERROR_HTTP = {
+    "invalid_args": 400, "invalid": 400, "invalid_path": 400, "invalid_content": 400,
+    "not_found": 404,
+    "version_conflict": 409, "conflict": 409,
+    "file_too_large": 413, "document_too_large": 413,
+}
+
+
+def tool_error_status(tool_code: str) -> int:
+    return TOOL_ERROR_HTTP.get(tool_code, 200)
+
+
 @dataclass(slots=True)
 class Outcome:
     """What a surface renders: an HTTP status, a JSON body, extra headers."""

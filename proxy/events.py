@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Literal
 
 import asyncpg
 import orjson
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 CHANNEL = "toolproxy_events"
 MAX_PAYLOAD_BYTES = 4096
@@ -22,7 +22,23 @@ TYPES = (
     "agent.authorization.required",
     "agent.turn.completed",
     "agent.error",
+    "template.updated",
 )
+
+# Events a tool may report, as an observation {"kind": "event", "type", "refs", "payload"},
+# each only from the tools of its own family (the tool id's prefix). A service cannot write
+# events itself: the proxy writes these with the call's own events, once the call completed.
+TOOL_EVENTS = {"template.updated": "template."}
+MAX_REFS_BYTES = 1024
+
+
+class ToolEvent(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["event"]
+    type: str = Field(max_length=64)
+    refs: dict[str, Any] = Field(default_factory=dict)
+    payload: dict[str, Any] = Field(default_factory=dict)
 
 
 class EventRecord(BaseModel):
@@ -50,6 +66,31 @@ def event(team_id: str, type_: str, *, run_id: str | None = None, call_id: str |
         body = {"truncated": True, "bytes": len(encoded)}
     return EventRecord(team_id=team_id, type=type_, run_id=run_id, call_id=call_id,
                        turn_id=turn_id, refs=refs or {}, payload=body)
+
+
+def tool_events(team_id: str, tool_id: str, observations: list[Any], *, run_id: str | None,
+                call_id: str, confidential: bool) -> tuple[list[EventRecord], list[str]]:
+    """The events among a completed call's observations that its tool may report, and a
+    diagnostic for each one refused. A confidential call's events carry their refs only."""
+    events: list[EventRecord] = []
+    notes: list[str] = []
+    for item in observations:
+        if not isinstance(item, dict) or item.get("kind") != "event":
+            continue  # other observations are facts for the call record, not events
+        try:
+            reported = ToolEvent.model_validate(item)
+        except ValidationError:
+            notes.append("an event the tool reported is malformed; not written")
+            continue
+        family = TOOL_EVENTS.get(reported.type)
+        if family is None or not tool_id.startswith(family):
+            notes.append(f"{tool_id} may not report {reported.type[:64]!r} events; not written")
+            continue
+        refs = reported.refs if len(orjson.dumps(reported.refs)) <= MAX_REFS_BYTES else {}
+        events.append(event(team_id, reported.type, run_id=run_id, call_id=call_id,
+                            refs={**refs, "tool": tool_id},
+                            payload={} if confidential else reported.payload))
+    return events, notes
 
 
 async def write_events(conn: asyncpg.Connection, records: list[EventRecord]) -> None:

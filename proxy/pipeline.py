@@ -24,7 +24,14 @@ from proxy import tracing
 from proxy.args.checker import ArgsChecker
 from proxy.accounting import call_record, kept_body, terminal_event, usage_record
 from proxy.binding import approval_meta, prepare_held
-from proxy.call import Call, Ending, Outcome, authorization_required_body, render
+from proxy.call import (
+    Call,
+    Ending,
+    Outcome,
+    authorization_required_body,
+    render,
+    tool_error_status,
+)
 from proxy.calls import CallRecord, result_id_for
 from proxy.catalog import Catalog
 from proxy.config import Settings
@@ -40,7 +47,7 @@ from proxy.errors import (
     ToolUnavailable,
     UnknownTool,
 )
-from proxy.events import event
+from proxy.events import event, tool_events
 from proxy.forward import BadToolReply, CallMeta, cancel, forward
 from proxy.idempotency import IdempotencyStore, intent_hash
 from proxy.identity import Identity
@@ -474,6 +481,7 @@ class Pipeline:
                     e.http_status = 504
             else:
                 e.code, e.message, e.tool_code = "tool_error", reply.error.message, reply.error.code
+                e.http_status = tool_error_status(reply.error.code)
             return e
         problem = schema_problem(self._prepare(m)[2], reply.output)
         if problem is not None:
@@ -492,6 +500,13 @@ class Pipeline:
                                     max_inline_bytes=self.settings.max_output_bytes)
         e.status, e.code, e.output = "COMPLETED", None, shaped.output
         e.diagnostics.extend(shaped.diagnostics)
+        # Domain events the tool reported (template.updated...): written with the call's own
+        # events, in the same journal entry, only because it completed.
+        events, notes = tool_events(call.identity.team_id, m.tool_id, reply.observations,
+                                    run_id=call.agent_run_id, call_id=call.call_id,
+                                    confidential=call.confidential)
+        call.events.extend(events)
+        e.diagnostics.extend(notes)
         if shaped.artifact is not None:
             e.refs["artifacts"] = [shaped.artifact, *e.refs["artifacts"]]
         return e

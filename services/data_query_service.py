@@ -11,8 +11,11 @@ from typing import Any
 
 import asyncpg
 
+from services.projects import STATUSES as PROJECT_STATUSES
 from services.sdk import CallContext, Cost, Service, ToolError
+from services.sdk.schema import tags
 from services.sdk.service import ToolDef, make_manifest
+from services.tasks import STATUSES as TASK_STATUSES
 
 ROW_LIMIT_DEFAULT = 100
 ROW_LIMIT_MAX = 500
@@ -53,7 +56,7 @@ QUERIES: dict[str, NamedQuery] = {
                 "type": "object",
                 "additionalProperties": False,
                 "required": ["status"],
-                "properties": {"status": {"enum": ["open", "in_progress", "done"]}},
+                "properties": {"status": {"enum": TASK_STATUSES}},
             },
             sql=(
                 "SELECT task_id, title, status, created_by, created_at FROM tasks"
@@ -79,6 +82,42 @@ QUERIES: dict[str, NamedQuery] = {
                 " GROUP BY tool ORDER BY tool LIMIT $3"
             ),
             args=_usage_day,
+        ),
+        NamedQuery(
+            name="files_by_tag",
+            description="your team's files carrying one tag, in path order",
+            params_schema={
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["tag"],
+                "properties": {"tag": tags()["items"]},
+            },
+            sql=(
+                "SELECT path, size, media_type, sha256, tags, updated_at FROM files"
+                " WHERE team_id = $1 AND tags @> ARRAY[$2]::text[] ORDER BY path LIMIT $3"
+            ),
+            args=lambda p: [p["tag"]],
+        ),
+        NamedQuery(
+            name="projects_by_status",
+            description="your team's projects with one status, most recently updated first, "
+            "with their task counts",
+            params_schema={
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["status"],
+                "properties": {"status": {"enum": PROJECT_STATUSES}},
+            },
+            sql=(
+                "SELECT p.project_id, p.name, p.status, p.version, p.updated_at,"
+                " count(t.task_id) AS tasks,"
+                " count(t.task_id) FILTER (WHERE t.status <> 'done') AS open_tasks"
+                " FROM projects p LEFT JOIN tasks t"
+                " ON t.team_id = p.team_id AND t.project_id = p.project_id"
+                " WHERE p.team_id = $1 AND p.status = $2"
+                " GROUP BY p.project_id ORDER BY p.updated_at DESC, p.project_id LIMIT $3"
+            ),
+            args=lambda p: [p["status"]],
         ),
     )
 }

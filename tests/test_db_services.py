@@ -15,7 +15,8 @@ import asyncpg
 import pytest
 from jsonschema import Draft202012Validator
 
-from services import data_query_service, task_service
+from services import data_query_service
+from services import tasks as task_service
 from services.platforms import greenfood as greenfood_service
 from services.sdk import Service, ToolError, ToolManifest
 from services.sdk.service import ToolResult, CallContext
@@ -43,7 +44,10 @@ async def call(svc: Service, tool_id: str, args: dict[str, Any], team: str) -> d
     (tool,) = [t for t in svc.tools if t.manifest.tool_id == tool_id]
     result = await tool.handler(args, ctx(team))
     if isinstance(result, ToolResult):  # write tools also name what they created
-        assert result.object_refs and result.object_refs[0]["id"] in json.dumps(result.output)
+        if tool.manifest.action == "write":
+            assert result.object_refs
+        for ref in result.object_refs:
+            assert ref["id"] in json.dumps(result.output)
         result = result.output
     assert isinstance(result, dict)
     json.dumps(result)  # JSON-safe: no datetimes, Decimals or UUIDs left
@@ -89,9 +93,13 @@ async def set_status(pool: asyncpg.Pool, task_id: str, status: str) -> None:
 async def test_task_create_stores_the_task_for_the_callers_team(db_pool: asyncpg.Pool) -> None:
     team = new_team()
     out = await create(db_pool, team, "Buy apples")
-    assert set(out) == {"task_id", "title", "description", "status", "created_at"}
+    # The original fields, and (since projects) the task's project, assignee and version.
+    assert set(out) == {"task_id", "title", "description", "status", "created_at", "created_by",
+                        "project_id", "assignee", "version", "updated_at", "completed_at"}
     assert uuid.UUID(out["task_id"]).version == 4
     assert (out["title"], out["description"], out["status"]) == ("Buy apples", "", "open")
+    assert (out["project_id"], out["assignee"], out["version"], out["completed_at"]) == (
+        None, None, 1, None)
     sql = "SELECT * FROM tasks WHERE task_id = $1"
     row = await db_pool.fetchrow(sql, uuid.UUID(out["task_id"]))
     assert (row["team_id"], row["created_by"], row["title"]) == (team, AGENT, "Buy apples")
@@ -114,6 +122,11 @@ async def test_task_list_is_scoped_to_the_team_and_newest_first(db_pool: asyncpg
         "status": "open",
         "created_by": AGENT,
         "created_at": first["created_at"],
+        "project_id": None,
+        "assignee": None,
+        "version": 1,
+        "updated_at": first["updated_at"],
+        "completed_at": None,
     }
     assert [t["title"] for t in (await tasks(db_pool, team_b))["tasks"]] == ["b1"]
     assert await tasks(db_pool, new_team()) == {"tasks": [], "count": 0}
@@ -151,8 +164,9 @@ async def test_task_list_limit(db_pool: asyncpg.Pool) -> None:
     ("args", "message"),
     [
         ({}, "$: 'title' is a required property"),
-        ({"title": ""}, "$.title: '' should be non-empty"),
-        ({"title": "   "}, "$.title: '   ' does not match '\\\\S'"),
+        ({"title": ""}, "$.title: '' does not match '^[^\\\\x00]*[^\\\\x00\\\\s][^\\\\x00]*$'"),
+        ({"title": "   "}, "$.title: '   ' does not match '^[^\\\\x00]*[^\\\\x00\\\\s][^\\\\x00]*$'"),
+        ({"title": "a\x00b"}, "$.title: 'a\\x00b' does not match '^[^\\\\x00]*[^\\\\x00\\\\s][^\\\\x00]*$'"),
         ({"title": "x" * 201}, "$.title: '" + "x" * 198 + "…"),
         ({"title": "ok", "description": "d" * 4001}, "$.description: '" + "d" * 198 + "…"),
         ({"title": "ok", "team_id": "someone-else"},
@@ -282,12 +296,14 @@ async def test_query_truncates_at_the_row_limit(db_pool: asyncpg.Pool) -> None:
     )
 
 
+NAMES = "['files_by_tag', 'projects_by_status', 'tasks_by_status', 'usage_by_tool']"
+
+
 @pytest.mark.parametrize(
     ("name", "message"),
     [
-        ("drop_tables", "'drop_tables' is not one of ['tasks_by_status', 'usage_by_tool']"),
-        ("SELECT * FROM tasks", "'SELECT * FROM tasks' is not one of ['tasks_by_status', "
-         "'usage_by_tool']"),
+        ("drop_tables", f"'drop_tables' is not one of {NAMES}"),
+        ("SELECT * FROM tasks", f"'SELECT * FROM tasks' is not one of {NAMES}"),
         (None, "None is not of type 'string'"),
         (7, "7 is not of type 'string'"),
     ],
@@ -581,6 +597,10 @@ def test_manifests_are_classified_as_designed(db_pool: asyncpg.Pool) -> None:
     assert summary == {
         "task.list": ("B", "read", False, False, 3000, "tool.task.list.invoke"),
         "task.create": ("B", "write", False, False, 3000, "tool.task.create.invoke"),
+        "task.get": ("B", "read", False, False, 3000, "tool.task.get.invoke"),
+        "task.update": ("B", "write", False, False, 3000, "tool.task.update.invoke"),
+        "task.complete": ("B", "write", False, False, 3000, "tool.task.complete.invoke"),
+        "task.assign": ("B", "write", False, False, 3000, "tool.task.assign.invoke"),
         "data.query": ("C", "read", False, False, 3000, "tool.data.query.invoke"),
         "greenfood.order": ("D", "write", True, False, 5000, "tool.greenfood.order.invoke"),
     }

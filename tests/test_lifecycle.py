@@ -163,6 +163,10 @@ async def test_large_output_becomes_an_artifact(client, token, team) -> None:
     r = await client.get(art["href"], headers=bearer(tok))
     assert r.status == 200
     assert orjson.loads(await r.read()) == {"blob": "x" * 300_000}
+    # Served as a sandboxed download, never as a page of this origin (the console's).
+    assert r.headers["Content-Disposition"].startswith("attachment")
+    assert r.headers["Content-Security-Policy"].startswith("sandbox")
+    assert r.headers["X-Content-Type-Options"] == "nosniff"
     assert (await client.get(art["href"], headers=bearer(token(team="other")))).status == 404
     # Small outputs stay inline.
     status, body = await invoke(client, tok, "testsvc.big", {"n": 10})

@@ -36,12 +36,13 @@ class Seen:
     output: Any = None
     reasons: tuple[str, ...] = ()
     call_id: str | None = None
+    tool_code: str | None = None  # a tool error's own code
 
     @staticmethod
     def of(body: dict[str, Any]) -> Seen:
         error = body.get("error") or {}
         return Seen(body.get("status"), error.get("code"), body.get("output"),
-                    tuple(error.get("reasons") or ()), body.get("call_id"))
+                    tuple(error.get("reasons") or ()), body.get("call_id"), error.get("tool_code"))
 
     def agreed(self) -> tuple[Any, ...]:
         return (self.status, self.code, self.output, self.reasons)
@@ -73,6 +74,12 @@ def _mcp_call(c: Any) -> Call:
     return call
 
 
+def _made(http_status: int, seen: Seen) -> Seen:
+    """A 400 or 404 without a call_id was refused before a call existed (bad name, bad args);
+    a tool's own not_found (404) is a call that ran."""
+    return Seen(None, seen.code) if http_status in (400, 404) and seen.call_id is None else seen
+
+
 @contextlib.asynccontextmanager
 async def surface(name: str, client: Any, tok: str) -> AsyncIterator[Surface]:
     if name == "native":
@@ -81,8 +88,7 @@ async def surface(name: str, client: Any, tok: str) -> AsyncIterator[Surface]:
                 r = await client.post(f"/v1/calls/{args['call_id']}/resume", headers=bearer(tok))
                 return Seen.of(await r.json())
             status, body = await invoke(client, tok, tool, args)
-            seen = Seen.of(body)
-            return seen if status not in (400, 404) else Seen(None, seen.code)
+            return _made(status, Seen.of(body))
         yield Surface(native)
     elif name.startswith("mcp-http"):
         mode = "legacy" if name.endswith("2025-11-25") else "auto"
@@ -102,7 +108,7 @@ async def surface(name: str, client: Any, tok: str) -> AsyncIterator[Surface]:
             seen = Seen.of(result["body"])
             assert (content if seen.status == "COMPLETED" else content.get("error")) == (
                 seen.output if seen.status == "COMPLETED" else result["body"]["error"])
-            return seen if result["http_status"] not in (400, 404) else Seen(None, seen.code)
+            return _made(result["http_status"], seen)
         yield Surface(openai)
 
 
@@ -158,6 +164,13 @@ async def _rate_one_per_minute(client: Any, token: Any, team: str, agent: str) -
     assert r.status == 201, await r.text()
 
 
+async def _grant_template_update(client: Any, token: Any, team: str, agent: str) -> None:
+    await grant(client, token, team, "tool.template.update.invoke", agent_id=agent)
+
+
+NO_TEMPLATE = "00000000-0000-4000-8000-000000000000"
+TEMPLATE = {"name": "t", "content_md": "# t", "default_profile_id": "p"}
+
 CASES = {
     "allowed": Case("math", {"expr": "2+3*4"}, Seen("COMPLETED", None, {"value": 14})),
     "tool_error": Case("testsvc.fail", {}, Seen("FAILED", "tool_error")),
@@ -170,6 +183,30 @@ CASES = {
                        setup=_rate_one_per_minute, calls_before=1, reaches_service=False),
     "unknown_tool": Case("no.such.tool", {}, Seen(None, "unknown_tool"), reaches_service=False),
     "bad_args": Case("math", {"expr": 42}, Seen(None, "invalid_args"), reaches_service=False),
+    # Agent templates (seed 001): read by default, each write by its own grant.
+    "template_list_without_grant": Case("template.list", {},
+                                        Seen("COMPLETED", None, {"templates": [], "count": 0})),
+    "template_create_denied_by_default": Case("template.create", TEMPLATE,
+                                              Seen("DENIED", "denied", None, ("grant_required",)),
+                                              reaches_service=False),
+    "template_update_denied_by_default": Case(
+        "template.update", {"template_id": NO_TEMPLATE, "content_md": "# x"},
+        Seen("DENIED", "denied", None, ("grant_required",)), reaches_service=False),
+    "template_delete_denied_by_default": Case("template.delete", {"template_id": NO_TEMPLATE},
+                                              Seen("DENIED", "denied", None, ("grant_required",)),
+                                              reaches_service=False),
+    "template_update_grant_does_not_allow_delete": Case(
+        "template.delete", {"template_id": NO_TEMPLATE},
+        Seen("DENIED", "denied", None, ("grant_required",)),
+        setup=_grant_template_update, reaches_service=False),
+    "template_update_grant_does_not_allow_create": Case(
+        "template.create", TEMPLATE, Seen("DENIED", "denied", None, ("grant_required",)),
+        setup=_grant_template_update, reaches_service=False),
+    "template_update_granted_reaches_the_tool": Case(
+        "template.update", {"template_id": NO_TEMPLATE, "content_md": "# x"},
+        Seen("FAILED", "tool_error"), setup=_grant_template_update),
+    "template_bad_args": Case("template.create", {**TEMPLATE, "name": ""},
+                              Seen(None, "invalid_args"), reaches_service=False),
 }
 
 
@@ -252,4 +289,53 @@ async def test_same_events_on_every_surface(client, token, team) -> None:
                 break
             await asyncio.sleep(0.05)
         assert observed[name], name
+    assert all(v == observed["native"] for v in observed.values()), observed
+
+
+async def test_template_grants_have_the_same_effect_on_every_surface(client, token, team,
+                                                                       db_pool) -> None:
+    """Seed 001 on each surface: with a grant for template.update only, an agent lists, reads
+    and updates; create and delete are refused before any effect."""
+    await grant(client, token, team, "tool.template.create.invoke", agent_id="seeder")
+    await asyncio.sleep(0.3)
+    seeder = token(agent="seeder", team=team)
+    ids = {}
+    for name in SURFACES:
+        status, body = await invoke(client, seeder, "template.create", {**TEMPLATE, "name": name})
+        assert status == 200, body
+        ids[name] = body["output"]["template_id"]
+    for name in SURFACES:
+        await _grant_template_update(client, token, team, f"p-{name}")
+    await asyncio.sleep(0.3)
+
+    async def effect(name: str) -> tuple[int, int, str]:
+        row = await db_pool.fetchrow("SELECT version, content_md FROM templates WHERE template_id = $1",
+                                     uuid.UUID(ids[name]))
+        total = await db_pool.fetchval("SELECT count(*) FROM templates WHERE team_id = $1", team)
+        return total, row["version"], row["content_md"]
+
+    observed = {}
+    for name in SURFACES:
+        tid = ids[name]
+        async with surface(name, client, token(agent=f"p-{name}", team=team)) as s:
+            listed = await s.call("template.list", {})
+            created = await s.call("template.create", {**TEMPLATE, "name": f"{name}-2"})
+            deleted = await s.call("template.delete", {"template_id": tid})
+            after_refusals = await effect(name)
+            edited = await s.call("template.update", {"template_id": tid, "content_md": "# v2",
+                                                      "expected_version": 1})
+            stale = await s.call("template.update", {"template_id": tid, "content_md": "# v3",
+                                                     "expected_version": 1})
+            read = await s.call("template.read", {"template_id": tid})
+        assert listed.status == "COMPLETED" and listed.output["count"] == len(SURFACES), (name, listed)
+        assert after_refusals == (len(SURFACES), 1, "# t"), name
+        assert (edited.output["version"], edited.output["content_md"]) == (2, "# v2"), (name, edited)
+        assert (read.output["version"], read.output["content_md"]) == (2, "# v2"), (name, read)
+        observed[name] = ([(c.status, c.code, c.reasons, c.tool_code) for c in
+                           (listed, created, deleted, edited, stale, read)], await effect(name))
+    denied = ("DENIED", "denied", ("grant_required",), None)
+    assert observed["native"] == ([
+        ("COMPLETED", None, (), None), denied, denied, ("COMPLETED", None, (), None),
+        ("FAILED", "tool_error", (), "version_conflict"), ("COMPLETED", None, (), None)],
+        (len(SURFACES), 2, "# v2"))
     assert all(v == observed["native"] for v in observed.values()), observed

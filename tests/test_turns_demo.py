@@ -11,7 +11,7 @@ import pytest
 
 from proxy import appkeys
 from proxy.app import create_app
-from proxy.events import TYPES
+from proxy.events import TOOL_EVENTS, TYPES
 from tests.conftest import bearer, grant, invoke
 from tests.turn_helpers import (
     decide,
@@ -30,7 +30,7 @@ ORDER = "Please order 2 apples for the team kitchen"
 async def _team_ready(client, token, team: str, tasks: int = 1) -> str:
     """Grants the demo needs, and some state to read; returns the agent's token."""
     tok = token(agent="demo-agent", team=team)
-    for tool in ("task.list", "task.create", "greenfood.order"):
+    for tool in ("task.list", "task.create", "search.lite", "greenfood.order"):
         # one at a time: each grant's cache reload done before the next grant's begins
         await grant(client, token, team, f"tool.{tool}.invoke")
         await granted(client, tok, {tool})
@@ -57,9 +57,10 @@ async def test_demo_turn_holds_for_approval_then_publishes_the_result(client, to
     assert status == 200
     assert kinds(view) == ["user", "agent", "plan",
                            "tool_request", "tool_result",                      # task.list
+                           "tool_request", "tool_result",                      # search.lite
                            "tool_request", "authorization_required", "agent",  # inventory, withdrawn
                            "plan", "tool_request", "authorization_required"]   # create_order
-    plan = view["steps"][8]["plan"]
+    plan = view["steps"][10]["plan"]
     assert plan["order"] == {"product_id": "apple", "qty": 2}
     assert plan["observed"][0] == "1 open of 1 tasks"
     assert view["steps"][-1]["call_id"] == held["call_id"]
@@ -84,24 +85,25 @@ async def test_demo_turn_holds_for_approval_then_publishes_the_result(client, to
     assert await db_pool.fetchval("SELECT count(*) FROM greenfood_orders WHERE team_id = $1", team) == 1
 
     _, view = await get_turn(client, tok, turn_id)
-    assert kinds(view)[11:] == ["tool_result", "tool_request", "tool_result", "tool_request",
-                                "authorization_required", "agent", "result"]
-    assert view["calls_made"] == 5 and view["finished_at"]  # the resumed order is the same call
+    assert kinds(view)[13:] == ["tool_result", "tool_request", "tool_result", "tool_request",
+                                "tool_result", "tool_request", "authorization_required", "agent",
+                                "result"]
+    assert view["calls_made"] == 7 and view["finished_at"]  # the resumed order is the same call
 
     # Every call it made carries the turn, and is on the run (rows follow the journal).
-    assert len(await turn_calls(db_pool, turn_id, 5)) == 5
+    assert len(await turn_calls(db_pool, turn_id, 7)) == 7
     rows = await db_pool.fetch("SELECT tool, status, agent_run_id FROM calls WHERE turn_id = $1",
                                uuid.UUID(turn_id))
-    assert len(rows) == 5 and {r["agent_run_id"] for r in rows} == {run_id}
+    assert len(rows) == 7 and {r["agent_run_id"] for r in rows} == {run_id}
     r = await client.get(f"/v1/runs/{run_id}", headers=bearer(tok))
     run = await r.json()
-    assert run["totals"]["calls"] == 5
+    assert run["totals"]["calls"] == 7
     assert run["plan"] == plan  # the turn's plan is its run's
 
     events = await turn_events(client, tok, turn_id)
     types = [e["type"] for e in events]
     assert types[0] == "agent.turn.started" and types[-1] == "agent.turn.completed"
-    assert set(types) == set(TYPES) - {"agent.error"}
+    assert set(types) == set(TYPES) - {"agent.error", *TOOL_EVENTS}  # every lifecycle event
     assert [e["sequence"] for e in events] == sorted(e["sequence"] for e in events)
     for e in events:
         assert e["turn_id"] == turn_id and e["run_id"] == run_id and e["time"]

@@ -56,6 +56,16 @@ permitted contains "category_a_default" if {
 	object.get(tool, "plugin", false) != true
 }
 
+# Read tools every agent may call without a grant (seed 001: agent templates can be listed
+# and read by default). Their write tools still need a grant each; a plugin never counts.
+default_read_tools := {"template.list", "template.read"}
+
+permitted contains "default_read" if {
+	tool.action == "read"
+	tool.tool_id in default_read_tools
+	object.get(tool, "plugin", false) != true
+}
+
 # Everything else needs a grant or an allow override naming this exact tool: exact string
 # membership only, so a grant for one tool never implies another.
 permitted contains "granted" if input.action in input.grants
@@ -115,7 +125,7 @@ argument_denials contains "greenfood_op_forbidden" if {
 }
 
 # data.query: only the named read-only queries the catalog declares.
-data_queries := {"tasks_by_status", "usage_by_tool"}
+data_queries := {"files_by_tag", "projects_by_status", "tasks_by_status", "usage_by_tool"}
 
 argument_denials contains "unknown_named_query" if {
 	tool.tool_id == "data.query"

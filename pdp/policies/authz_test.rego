@@ -21,6 +21,11 @@ tools := {
 	"energy.meter.read": tool("energy.meter.read", "D", "read", true, 5000),
 	"water.valve.set": tool("water.valve.set", "D", "write", true, 5000),
 	"plugin.echo": object.union(tool("plugin.echo", "B", "read", false, 3000), {"plugin": true}),
+	"template.list": tool("template.list", "B", "read", false, 3000),
+	"template.read": tool("template.read", "B", "read", false, 3000),
+	"template.create": tool("template.create", "B", "write", false, 3000),
+	"template.update": tool("template.update", "B", "write", false, 3000),
+	"template.delete": tool("template.delete", "B", "write", false, 3000),
 	"text.wordfreq": object.union(tool("text.wordfreq", "A", "read", false, 2000), {"plugin": true}),
 }
 
@@ -310,6 +315,9 @@ test_data_query_allows_only_named_queries if {
 	g := [grant("data.query")]
 	allowed(decide("data.query", {"grants": g, "args": {"query": "tasks_by_status"}}), ["granted"])
 	allowed(decide("data.query", {"grants": g, "args": {"query": "usage_by_tool"}}), ["granted"])
+	allowed(decide("data.query", {"grants": g, "args": {"query": "files_by_tag"}}), ["granted"])
+	allowed(decide("data.query", {"grants": g, "args": {"query": "projects_by_status"}}), ["granted"])
+	denied(decide("data.query", {"grants": g, "args": {"query": "files"}}), ["unknown_named_query"])
 	sql := {"query": "select * from grants"}
 	denied(decide("data.query", {"grants": g, "args": sql}), ["unknown_named_query"])
 	denied(decide("data.query", {"grants": g, "args": {}}), ["unknown_named_query"])
@@ -318,6 +326,53 @@ test_data_query_allows_only_named_queries if {
 test_argument_rules_do_not_apply_when_listing if {
 	allowed(decide("data.query", {"grants": [grant("data.query")], "phase": "list"}), ["granted"])
 	allowed(decide("greenfood.order", {"grants": gf, "phase": "list"}), ["granted"])
+}
+
+# --- agent templates: read by default, each write by its own grant (seed 001) ---------------
+
+template_writes := ["template.create", "template.update", "template.delete"]
+
+test_template_reads_need_no_grant if {
+	allowed(decide("template.list", {}), ["default_read"])
+	allowed(decide("template.read", {"args": {"template_id": "x"}}), ["default_read"])
+	allowed(decide("template.read", {"grants": [grant("template.read")]}), ["default_read", "granted"])
+}
+
+test_template_reads_are_listed_without_a_grant if {
+	allowed(decide("template.list", {"phase": "list"}), ["default_read"])
+	allowed(decide("template.read", {"phase": "list"}), ["default_read"])
+	every name in template_writes {
+		denied(decide(name, {"phase": "list"}), ["grant_required"])
+	}
+}
+
+test_template_writes_are_denied_without_a_grant if {
+	every name in template_writes {
+		denied(decide(name, {}), ["grant_required"])
+	}
+}
+
+test_a_template_update_grant_allows_only_the_update if {
+	g := [grant("template.update")]
+	allowed(decide("template.update", {"grants": g}), ["granted"])
+	denied(decide("template.create", {"grants": g}), ["grant_required"])
+	denied(decide("template.delete", {"grants": g}), ["grant_required"])
+}
+
+test_default_reads_still_yield_to_deny_overrides_team_rules_and_team_checks if {
+	ov := [{"tool": "template.read", "effect": "deny", "timeout_ms": null, "rate_per_minute": null}]
+	denied(decide("template.read", {"overrides": ov}), ["override_deny"])
+	r := [{"tool": "template.list", "deny": true, "require_approval": false, "timeout_ms": null, "rate_per_minute": null}]
+	denied(decide("template.list", {"team_rules": r}), ["team_rule_deny"])
+	denied(decide("template.list", {"team_id": "t2"}), ["team_mismatch"])
+}
+
+test_default_read_needs_a_read_tool_that_is_not_a_plugin if {
+	# A write tool or a plugin that took a default-read name would still need its grant.
+	w := tool("template.read", "B", "write", false, 3000)
+	denied(decide("template.read", {"tool": w}), ["grant_required"])
+	p := object.union(tool("template.read", "B", "read", false, 3000), {"plugin": true})
+	denied(decide("template.read", {"tool": p}), ["grant_required"])
 }
 
 # --- approvals ------------------------------------------------------------------------------

@@ -94,5 +94,10 @@ async def get_artifact(request: web.Request) -> web.Response:
     row = await read_artifact(request.app[POOL], artifact_id, identity.team_id)
     if row is None:
         raise NotFound("no such artifact")
-    return web.Response(body=row["content"], content_type=row["media_type"],
-                        headers={"Digest": f"sha-256={row['sha256']}"})
+    # What a tool (or an agent, through file.write) produced is never rendered as a page on
+    # this origin — the console lives here: a download, sandboxed, never sniffed.
+    return web.Response(body=row["content"], content_type=row["media_type"], headers={
+        "Digest": f"sha-256={row['sha256']}",
+        "Content-Disposition": f'attachment; filename="{artifact_id}"',
+        "Content-Security-Policy": "sandbox; default-src 'none'",
+        "X-Content-Type-Options": "nosniff"})
