@@ -75,8 +75,11 @@ def _walk(node: Any, path: str, *, value: bool) -> list[str]:
         for name, sub in (node.get(key) or {}).items():
             found += _walk(sub, f"{path}.{name}", value=key != "dependentSchemas")
     for key in _SUBSCHEMA_LISTS:
+        # anyOf/oneOf branches are the value itself where the node declares no type; beside a
+        # type they only constrain it (e.g. "one of these properties is required").
+        value_position = key == "prefixItems" or (key in ("anyOf", "oneOf") and not types)
         for i, sub in enumerate(node.get(key) or []):
-            found += _walk(sub, f"{path}/{key}[{i}]", value=key in ("anyOf", "oneOf", "prefixItems"))
+            found += _walk(sub, f"{path}/{key}[{i}]", value=value_position)
     for key in _SUBSCHEMA_ONE:
         if key in node and key != "if":  # `if` only tests; `then`/`else` constrain
             sub = node[key]
