@@ -15,9 +15,8 @@ _BYTES_PER_CHAR = 6
 _SCALAR_BYTES = {"boolean": 5, "null": 4, "number": 24, "integer": 20}
 # Size keywords first: jsonschema applies a schema's keywords in their order, so a list of
 # 60,000 items is refused by maxItems before a single item is looked at.
-_SIZE_FIRST = ("type", "maxLength", "maxItems", "maxProperties", "minLength", "minItems",
-               "minProperties", "additionalProperties", "propertyNames", "required", "enum",
-               "const")
+_SIZE_FIRST = ("type", "maxLength", "maxItems", "maxProperties", "additionalProperties",
+               "propertyNames")
 # An error from one of these is reported at once, nothing else looked at; otherwise the most
 # relevant of the first few errors (best_match over all of them would walk every item of an
 # invalid 60,000-entry list).
