@@ -98,10 +98,12 @@ ERROR_NOTES = {
     401: "unauthenticated", 403: "forbidden / denied / run_budget_exceeded",
     404: "not_found / unknown_tool", 409: "a conflict (idempotency_conflict, run_exists...)",
     413: "payload_too_large", 415: "unsupported_media_type",
+    421: "misdirected_request: a Host this server does not serve (TOOLPROXY_ALLOWED_HOSTS)",
     429: "rate_limited / quota_exceeded (Retry-After)", 499: "cancelled: the client went away",
     502: "proxy_lost: the replica running the call died",
     503: "tool_unavailable / pdp_unavailable / policy_undefined / limits_unavailable / "
-         "dependency_unavailable", 504: "timeout",
+         "dependency_unavailable / tool_busy (the team's share of the service is in use)",
+    504: "timeout",
 }
 
 CALL_OUTCOMES: dict[int, Schema | tuple[str, Schema] | None] = {
@@ -293,9 +295,11 @@ def _content(schema: Schema | tuple[str, Schema]) -> dict[str, Any]:
 
 def _responses(op: Op) -> dict[str, Any]:
     """The route's own statuses, and the ones every route shares: 400 (a NUL in the target,
-    a malformed parameter or body), 401 (no or bad token), 413/415 (bodies), 503 (a
-    dependency down)."""
+    a malformed parameter or body), 401 (no or bad token), 413/415 (bodies), 421 (a Host not
+    served; the probes answer any), 503 (a dependency down)."""
     shared: dict[int, Schema] = {400: ref("Error")}
+    if op.path not in ("/healthz", "/readyz"):
+        shared[421] = ref("Error")
     if not op.public:
         shared |= {401: ref("Error"), 503: ref("Error")}
     if op.body is not None:

@@ -21,6 +21,7 @@ from pdp.digest import args_digest
 from pdp.point import PolicyDecisionPoint
 from pdp.standing import StandingApprovals
 from proxy import tracing
+from proxy.args.checker import ArgsChecker
 from proxy.accounting import call_record, kept_body, terminal_event, usage_record
 from proxy.binding import approval_meta, prepare_held
 from proxy.call import (
@@ -40,7 +41,6 @@ from proxy.errors import (
     Conflict,
     Denied,
     DependencyUnavailable,
-    InvalidArgs,
     InvalidRequest,
     PdpUnavailable,
     ToolTimeout,
@@ -61,6 +61,7 @@ from proxy.run_budget import BudgetUnavailable, RunBudgets
 from proxy.runs import RunRepository
 from services.sdk.protocol import PLUGIN_ERROR_CODES
 from services.sdk.manifest import ToolManifest, is_valid_tool_name
+from services.sdk.protocol import BUSY
 from services.sdk.validation import SchemaValidator
 
 log = structlog.get_logger("toolproxy.pipeline")
@@ -111,7 +112,7 @@ class Pipeline:
         self.standing = standing
         # Per manifest object (a catalog change replaces the object): the validators and the
         # tool's view in the policy input, built once instead of on every call.
-        self._prepared: dict[str, tuple[ToolManifest, SchemaValidator, SchemaValidator,
+        self._prepared: dict[str, tuple[ToolManifest, ArgsChecker, SchemaValidator,
                                         dict[str, Any]]] = {}
         self.plugin_calls = PluginCalls()  # this replica's running plugin calls (internal())
         self._notes: set[asyncio.Task[None]] = set()
@@ -134,11 +135,11 @@ class Pipeline:
             raise UnknownTool(f"no tool named {name!r}")
         return manifest
 
-    def _prepare(self, m: ToolManifest) -> tuple[ToolManifest, SchemaValidator,
+    def _prepare(self, m: ToolManifest) -> tuple[ToolManifest, ArgsChecker,
                                                  SchemaValidator, dict[str, Any]]:
         cached = self._prepared.get(m.tool_id)
         if cached is None or cached[0] is not m:
-            cached = (m, SchemaValidator(m.input_schema), SchemaValidator(m.output_schema),
+            cached = (m, ArgsChecker(m), SchemaValidator(m.output_schema),
                       m.model_dump(mode="json"))
             self._prepared[m.tool_id] = cached
         return cached
@@ -146,13 +147,10 @@ class Pipeline:
     def tool_view(self, manifest: ToolManifest) -> dict[str, Any]:
         return self._prepare(manifest)[3]
 
-    def check_args(self, manifest: ToolManifest, args: dict[str, Any]) -> None:
-        error = self._prepare(manifest)[1].problem(args)
-        if error is not None:
-            message = error.message if len(error.message) <= 300 else error.message[:299] + "…"
-            raise InvalidArgs(
-                f"args do not match {manifest.tool_id}'s input schema at {error.json_path}: {message}"
-            )
+    def check_args(self, manifest: ToolManifest, args: dict[str, Any],
+                   body_bytes: int | None = None) -> None:
+        """Size bound, then input schema (proxy/args): bounded work before anything else."""
+        self._prepare(manifest)[1].check(args, body_bytes)
 
     # --- list ---------------------------------------------------------------------------
 
@@ -187,14 +185,14 @@ class Pipeline:
 
     # --- invoke -------------------------------------------------------------------------
 
-    async def invoke(self, identity: Identity, request: InvokeRequest, *,
-                     turn_id: str | None = None) -> Outcome:
+    async def invoke(self, identity: Identity, request: InvokeRequest,
+                     body_bytes: int | None = None, *, turn_id: str | None = None) -> Outcome:
         ctx_team = request.context.team_id
         if ctx_team is not None and ctx_team != identity.team_id:
             raise Denied("context.team_id does not match the token's team", reasons=["team_mismatch"])
         with tracing.span("validate"):
             manifest = self.resolve_tool(request.tool)
-            self.check_args(manifest, request.args)
+            self.check_args(manifest, request.args, body_bytes)
         call = Call(
             identity=identity,
             manifest=manifest,
@@ -490,6 +488,9 @@ class Pipeline:
             return Ending(503, "UNAVAILABLE", exc.code, exc.message)
         except BadToolReply as exc:
             return Ending(200, "FAILED", "bad_tool_output", str(exc), executed=True)
+        if not reply.ok and reply.error is not None and reply.error.code == BUSY:
+            # The service refused before running it: this team's share of it is in use.
+            return Ending(503, "UNAVAILABLE", "tool_busy", reply.error.message, retry_after=1.0)
         cost = round(m.cost.price(reply.tokens_used, reply.compute_units), 12)
         held, call.tokens_held = call.tokens_held, None
         self.limiter.settle(team_id=call.identity.team_id, agent_id=call.identity.agent_id,

@@ -11,12 +11,14 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from services.sdk.bounds import max_json_bytes
 from services.sdk.categories import CATEGORIES
 from services.sdk.token_estimate import TokenEstimate
 
 # ASCII only: fullmatch with re.ASCII so look-alike letters and a trailing newline never pass.
 TOOL_NAME_RE = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*", re.ASCII)
 TOOL_NAME_MAX = 64
+MAX_ARGS_BYTES_CAP = 64 << 20
 
 
 @functools.lru_cache(maxsize=1024)
@@ -74,6 +76,9 @@ class ToolManifest(BaseModel):
     # Metered tools (an LLM): how the proxy estimates a call's tokens from its arguments, to
     # reserve them against the team's token quota before the call runs.
     token_estimate: TokenEstimate | None = None
+    # The most bytes the arguments may take as compact JSON; checked by the proxy before the
+    # input schema. Default: what the input schema bounds, else the category's default.
+    max_args_bytes: int | None = Field(default=None, gt=0, le=MAX_ARGS_BYTES_CAP)
 
     @field_validator("tool_id")
     @classmethod
@@ -110,6 +115,10 @@ class ToolManifest(BaseModel):
             problem = self.token_estimate.problem(self.input_schema)
             if problem is not None:
                 raise ValueError(f"token_estimate: {problem}")
+        if self.max_args_bytes is None:
+            derived = max_json_bytes(self.input_schema)
+            bound = spec.max_args_bytes if derived is None else min(derived, MAX_ARGS_BYTES_CAP)
+            object.__setattr__(self, "max_args_bytes", bound)
         if self.category == "D" and not self.requires_approval:
             object.__setattr__(self, "requires_approval", True)
         return self
