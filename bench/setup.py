@@ -3,6 +3,7 @@ not refusals (an override for the bench agent; team ceilings from the environmen
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from pathlib import Path
 
@@ -28,17 +29,22 @@ def bench_stack(workers: int, **env: str) -> Stack:
     return Stack(scratch_dir("toolproxy-bench-") / "data", free_port(), workers, env=env, quiet=True)
 
 
-async def prepare(stack: Stack, tools: tuple[str, ...] = ("math",)) -> dict[str, str]:
+async def prepare(stack: Stack, tools: tuple[str, ...] = ("math",), *, team: str = TEAM,
+                  agent: str = AGENT) -> dict[str, str]:
     """Headers for the bench agent, after raising its per-tool rate for `tools`."""
     settings = Settings(data_dir=stack.data_dir)
     admin = mint(settings, agent_id="bench-admin", team_id="ops", role="admin", ttl_s=3600)
     async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {admin}"}) as s:
         for tool in tools:
-            async with s.post(f"{stack.url}/v1/admin/overrides", json={
-                "team_id": TEAM, "agent_id": AGENT, "tool": tool, "effect": "allow",
-                "rate_per_minute": 1_000_000, "reason": "benchmark"}) as r:
-                assert r.status == 201, await r.text()
-    token = mint(settings, agent_id=AGENT, team_id=TEAM, ttl_s=3600)
+            for _ in range(100):  # ready means a catalog, not yet every service's tools
+                async with s.post(f"{stack.url}/v1/admin/overrides", json={
+                    "team_id": team, "agent_id": agent, "tool": tool, "effect": "allow",
+                    "rate_per_minute": 1_000_000, "reason": "benchmark"}) as r:
+                    if r.status != 404:
+                        assert r.status == 201, await r.text()
+                        break
+                await asyncio.sleep(0.1)
+    token = mint(settings, agent_id=agent, team_id=team, ttl_s=3600)
     return {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
 
 

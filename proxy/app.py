@@ -38,17 +38,25 @@ from proxy.journal import Journal
 from proxy.limits.counters import Counters
 from proxy.limits.limiter import make_limiter
 from proxy.metrics import Metrics
+from proxy.http.allowlists import HostAllowlist, OriginAllowlist
+from proxy.http.headers import harden_response
+from proxy.http.team_gate import TeamGate
 from proxy.middlewares.auth import authenticate
+from proxy.middlewares.body_deadline import body_deadline
 from proxy.middlewares.errors import errors
+from proxy.middlewares.hosts import allowed_host
 from proxy.middlewares.http_metrics import http_metrics
 from proxy.middlewares.inputs import refuse_nul
+from proxy.middlewares.mcp_origin import mcp_origin
 from proxy.middlewares.request_context import request_context
+from proxy.middlewares.team_gate import team_gate
 from proxy.middlewares.tracing import trace_request
 from proxy.event_hub import EventHub
 from proxy.housekeeping import Housekeeping
 from proxy.idempotency import IdempotencyStore
 from proxy.inflight import InFlight
 from proxy.pipeline import Pipeline
+from proxy.agents import routes as agent_routes
 from proxy.plugins import routes as plugin_routes
 from proxy.plugins.directory import PluginDirectory
 from proxy.plugins.relay import InternalRelay
@@ -272,13 +280,22 @@ async def _turns(app: web.Application) -> AsyncIterator[None]:
 
 
 def create_app(settings: Settings) -> web.Application:
-    # Order, outermost first: (tracing) -> request context -> metrics -> errors -> NUL in the
-    # target -> authentication.
-    middlewares = [request_context, http_metrics, errors, refuse_nul, authenticate]
+    # Order, outermost first: (tracing) -> request context -> metrics -> errors -> body
+    # deadline -> Host -> NUL in the target -> Origin (/mcp) -> authentication -> a team's
+    # large bodies, paced.
+    middlewares = [request_context, http_metrics, errors, body_deadline, allowed_host,
+                   refuse_nul, mcp_origin, authenticate, team_gate]
     if tracing.setup():
         middlewares.insert(0, trace_request)
     app = web.Application(middlewares=middlewares, client_max_size=settings.max_body_bytes)
+    app.on_response_prepare.append(harden_response)
     app[k.SETTINGS] = settings
+    app[k.HOSTS] = (HostAllowlist.default(settings.host) if settings.allowed_hosts is None
+                    else HostAllowlist.parse(settings.allowed_hosts))
+    app[k.ORIGINS] = (OriginAllowlist.default(settings.host, settings.port)
+                      if settings.allowed_origins is None
+                      else OriginAllowlist.parse(settings.allowed_origins))
+    app[k.TEAM_GATE] = TeamGate(settings.large_bodies_per_team, settings.large_body_bytes_per_s)
     app[k.METRICS] = Metrics()
     app[k.VERIFIER] = TokenVerifier(settings)
     app[k.SECRET_BOX] = SecretBox(settings.secrets_key, settings.data_dir)
@@ -288,8 +305,8 @@ def create_app(settings: Settings) -> web.Application:
         app.on_cleanup.append(lambda _: asyncio.to_thread(tracing.shutdown))
     for module in (tools, usage, admin_grants, admin_governance, admin_quotas, admin_standing,
                    admin_team_rules, admin_egress, admin_external_apis, approvals, calls, runs,
-                   events, mcp, openai_tools, plugin_routes, probes, turn_routes, console_routes,
-                   console_api):
+                   events, mcp, openai_tools, plugin_routes, agent_routes, probes, turn_routes,
+                   console_routes, console_api):
         app.router.add_routes([_lenient_expect(d) for d in module.routes])
     console.setup(app)
     return app

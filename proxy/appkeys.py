@@ -21,6 +21,8 @@ from proxy.catalog import Catalog
 from proxy.console.session import Session as ConsoleSession
 from proxy.console.state import Console
 from proxy.event_hub import EventHub
+from proxy.http.allowlists import HostAllowlist, OriginAllowlist
+from proxy.http.team_gate import TeamGate
 from proxy.config import Settings
 from proxy.identity import Identity
 from proxy.metrics import Metrics
@@ -55,6 +57,9 @@ QUOTA_REPO = web.AppKey("quota_repo", QuotaRepository)
 PIPELINE = web.AppKey("pipeline", Pipeline)
 APPROVAL_FLOW = web.AppKey("approval_flow", ApprovalFlow)
 EVENT_HUB = web.AppKey("event_hub", EventHub)
+HOSTS = web.AppKey("allowed_hosts", HostAllowlist)
+ORIGINS = web.AppKey("allowed_origins", OriginAllowlist)
+TEAM_GATE = web.AppKey("team_gate", TeamGate)
 STANDING_REPO = web.AppKey("standing_repo", StandingRepository)
 STANDING = web.AppKey("standing", StandingApprovals)
 SECRET_BOX = web.AppKey("secret_box", SecretBox)  # seals external APIs' secrets (key loaded on first use)

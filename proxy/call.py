@@ -10,6 +10,7 @@ from typing import Any
 from proxy.envelope import completed_body
 from proxy.events import EventRecord
 from proxy.identity import Identity
+from proxy.limits.limiter import TokenReservation
 from services.sdk.manifest import ToolManifest
 
 
@@ -20,6 +21,7 @@ from services.sdk.manifest import ToolManifest
 # every other tool error answers 200.
 TOOL_ERROR_HTTP = {
     "invalid_args": 400, "invalid": 400, "invalid_path": 400, "invalid_content": 400,
+    "invalid_input": 400, "invalid_invocation": 400, "invocation_required": 400,  # agent.invoke: the callee's schema, a chain
     "not_found": 404,
     "version_conflict": 409, "conflict": 409,
     "file_too_large": 413, "document_too_large": 413,
@@ -60,6 +62,7 @@ class Call:
     resumed: bool = False
     idempotency_key: str | None = None
     run_reserved: bool = False  # a call was counted against a registered run's budget
+    tokens_held: TokenReservation | None = None  # its estimated tokens, held until it ends
     # An internal call of a plugin: the plugin's own call, and that call's deadline (epoch s).
     parent_call_id: str | None = None
     deadline: float | None = None

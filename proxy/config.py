@@ -8,6 +8,8 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from proxy.http.allowlists import HostAllowlist
+
 
 class Settings(BaseSettings):
     """Everything the proxy needs; passed explicitly, never read from globals."""
@@ -33,6 +35,9 @@ class Settings(BaseSettings):
     jwt_issuer: str = "toolproxy"
     jwt_audience: str = "toolproxy"
     jwt_leeway_s: int = Field(default=30, ge=0, le=300)
+    # The longest lifetime (exp - iat) a token may claim, enforced on verification too: a
+    # token "valid until 9999" is refused, whoever signed it. Minting is capped the same.
+    jwt_max_ttl_s: int = Field(default=30 * 24 * 3600, ge=60, le=365 * 24 * 3600)
 
     # Seals external APIs' secrets at rest (urlsafe base64 of 32 bytes); the services read the
     # same variable. Unset: a key generated into <data_dir>/secrets/external_apis.key.
@@ -59,6 +64,26 @@ class Settings(BaseSettings):
     )
 
     max_body_bytes: int = Field(default=1 << 20, ge=1024)
+    # HTTP hygiene (per worker). A connection is closed when a complete request head has not
+    # arrived this long after it opened or after its previous response (idle keep-alive
+    # included), or when a request's body has not arrived whole this long after its head.
+    http_header_timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    http_body_timeout_s: float = Field(default=30.0, gt=0, le=3600)
+    http_max_connections: int = Field(default=512, ge=1, le=1_000_000)
+    # A team's requests with bodies larger than this are read at most this many bytes per
+    # second (after a second's burst) and handled this many at a time, per worker (the rest
+    # wait, unread), so one team's large bodies cannot monopolize a worker.
+    large_body_bytes: int = Field(default=64 << 10, ge=1024)
+    large_body_bytes_per_s: float = Field(default=float(4 << 20), gt=0)
+    large_bodies_per_team: int = Field(default=2, ge=1, le=1024)
+    # Host values served (comma-separated: a name or IP, optionally :port, or an IP network;
+    # "*" serves any). Default: the address the proxy listens on and localhost, any port (on a
+    # wildcard address: any IP literal). Others get 421 misdirected_request (probes excepted).
+    allowed_hosts: str | None = None
+    # Browser origins allowed on /mcp (comma-separated "scheme://host[:port]", or "*"); a
+    # request carrying any other Origin gets 403 (DNS rebinding); no Origin: unaffected.
+    # Default: the proxy's own origins (localhost and the listen address, at its port).
+    allowed_origins: str | None = None
     max_output_bytes: int = Field(default=256 << 10, ge=1024)  # inline; larger: an artifact
     max_artifact_bytes: int = Field(default=4 << 20, ge=1024)  # a reply larger is refused
     idempotency_ttl_s: int = Field(default=24 * 3600, ge=1, le=30 * 24 * 3600)
@@ -107,6 +132,8 @@ class Settings(BaseSettings):
             raise ValueError(f"{self.jwt_algorithm} needs TOOLPROXY_JWT_PUBLIC_KEY_FILE")
         if self.pdp == "opa" and not self.opa_url:
             raise ValueError("TOOLPROXY_PDP=opa needs TOOLPROXY_OPA_URL")
+        if self.allowed_hosts is not None:
+            HostAllowlist.parse(self.allowed_hosts)  # a malformed entry fails at start
         return self
 
     def require_database_url(self) -> str:

@@ -85,6 +85,13 @@ class Conflict(ApiError):
     http_status = 409
 
 
+class MisdirectedRequest(ApiError):
+    """The request names a Host this server does not serve (TOOLPROXY_ALLOWED_HOSTS)."""
+
+    code = "misdirected_request"
+    http_status = 421
+
+
 class PayloadTooLarge(ApiError, ValueError):
     code = "payload_too_large"
     http_status = 413

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from proxy.agents.routes import AgentKey, AgentRegistration
 from proxy.console.routes import Login as ConsoleLogin
 from proxy.envelope import InvokeRequest
 from proxy.identity import ID_PATTERN
@@ -100,10 +101,12 @@ ERROR_NOTES = {
     401: "unauthenticated", 403: "forbidden / denied / run_budget_exceeded",
     404: "not_found / unknown_tool", 409: "a conflict (idempotency_conflict, run_exists...)",
     413: "payload_too_large", 415: "unsupported_media_type",
+    421: "misdirected_request: a Host this server does not serve (TOOLPROXY_ALLOWED_HOSTS)",
     429: "rate_limited / quota_exceeded (Retry-After)", 499: "cancelled: the client went away",
     502: "proxy_lost: the replica running the call died",
     503: "tool_unavailable / pdp_unavailable / policy_undefined / limits_unavailable / "
-         "dependency_unavailable", 504: "timeout",
+         "dependency_unavailable / tool_busy (the team's share of the service is in use)",
+    504: "timeout",
 }
 
 CALL_OUTCOMES: dict[int, Schema | tuple[str, Schema] | None] = {
@@ -111,6 +114,10 @@ CALL_OUTCOMES: dict[int, Schema | tuple[str, Schema] | None] = {
     404: ref("Error"), 409: ref("Error"), 429: ref("Error"), 502: ref("Error"), 504: ref("Error"),
 }
 GOVERNANCE = {403: ref("Error")}
+AGENT = obj(["agent_id", "team_id", "description", "input_schema", "created_by", "created_at",
+             "updated_at"],
+            {"agent_id": STR, "team_id": STR, "description": STR, "input_schema": {"type": "object"},
+             "created_by": STR, "created_at": STR, "updated_at": STR})
 EGRESS: Schema = obj(["team_id", "hosts", "updated_by", "updated_at"], {
     "team_id": STR, "hosts": array_of(STR), "updated_by": STR, "updated_at": STR})
 EXTERNAL_API: Schema = obj(
@@ -252,6 +259,15 @@ OPERATIONS: list[Op] = [
     Op("post", "/v1/admin/plugins/remove", "plugins", "Remove an installed, disabled version (admins)",
        {200: obj(["plugin", "removed"], {"plugin": {"type": "object"}, "removed": {"const": True}}),
         **GOVERNANCE, 404: ref("Error"), 409: ref("Error")}, PluginVersion),
+    Op("post", "/v1/admin/agents", "admin", "Register an agent for agent.invoke, or update it (admins)",
+       {201: obj(["agent", "created"], {"agent": AGENT, "created": {"const": True}}),
+        200: obj(["agent", "created"], {"agent": AGENT, "created": {"const": False}}),
+        **GOVERNANCE, 409: ref("Error")}, AgentRegistration),
+    Op("get", "/v1/admin/agents", "admin", "Registered agents (governance: its own team's)",
+       {200: listing("agents", AGENT), **GOVERNANCE}, params=(TEAM,)),
+    Op("post", "/v1/admin/agents/remove", "admin", "Remove a registered agent (admins)",
+       {200: obj(["agent", "removed"], {"agent": AGENT, "removed": {"const": True}}),
+        **GOVERNANCE, 404: ref("Error")}, AgentKey),
     Op("post", "/mcp", "agents", "MCP over streamable HTTP (JSON-RPC)",
        {200: {"oneOf": [ref("JsonRpcResponse"), array_of(ref("JsonRpcResponse"))]}, 202: None,
         404: ref("JsonRpcError"), 406: ref("JsonRpcError"),
@@ -318,9 +334,11 @@ def _content(schema: Schema | tuple[str, Schema]) -> dict[str, Any]:
 
 def _responses(op: Op) -> dict[str, Any]:
     """The route's own statuses, and the ones every route shares: 400 (a NUL in the target,
-    a malformed parameter or body), 401 (no or bad token), 413/415 (bodies), 503 (a
-    dependency down)."""
+    a malformed parameter or body), 401 (no or bad token), 413/415 (bodies), 421 (a Host not
+    served; the probes answer any), 503 (a dependency down)."""
     shared: dict[int, Schema] = {400: ref("Error")}
+    if op.path not in ("/healthz", "/readyz"):
+        shared[421] = ref("Error")
     if not op.public:
         shared |= {401: ref("Error"), 503: ref("Error")}
     if op.body is not None:

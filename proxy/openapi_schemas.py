@@ -88,7 +88,9 @@ CATALOG_ENTRY = obj(
      "action": {"enum": ["read", "write"]}, "risk": STR, "cost": {"type": "object"},
      "network": BOOL, "requires_approval": BOOL, "description": STR,
      "input_schema": {"type": "object"}, "output_schema": {"type": "object"},
-     "timeout_ms": INT, "available": BOOL},
+     "timeout_ms": INT, "available": BOOL,
+     # Metered tools only: how a call's tokens are estimated, to reserve them before it runs.
+     "token_estimate": {"type": "object"}},
 )
 
 CALL = obj(["call_id", "status", "tool", "team_id", "agent_id", "created_at"], {

@@ -21,6 +21,7 @@ from pdp.digest import args_digest
 from pdp.point import PolicyDecisionPoint
 from pdp.standing import StandingApprovals
 from proxy import tracing
+from proxy.args.checker import ArgsChecker
 from proxy.accounting import call_record, kept_body, terminal_event, usage_record
 from proxy.binding import approval_meta, prepare_held
 from proxy.call import (
@@ -40,7 +41,6 @@ from proxy.errors import (
     Conflict,
     Denied,
     DependencyUnavailable,
-    InvalidArgs,
     InvalidRequest,
     PdpUnavailable,
     ToolTimeout,
@@ -53,7 +53,7 @@ from proxy.idempotency import IdempotencyStore, intent_hash
 from proxy.identity import Identity
 from proxy.inflight import InFlight
 from proxy.journal import Entry, Journal
-from proxy.limits.limiter import Limiter, LimitsUnavailable
+from proxy.limits.limiter import Admission, Limiter, LimitsUnavailable
 from proxy.metrics import Metrics
 from proxy.output import schema_problem, shape_output
 from proxy.plugins.calls import PluginCalls
@@ -61,6 +61,7 @@ from proxy.run_budget import BudgetUnavailable, RunBudgets
 from proxy.runs import RunRepository
 from services.sdk.protocol import PLUGIN_ERROR_CODES
 from services.sdk.manifest import ToolManifest, is_valid_tool_name
+from services.sdk.protocol import BUSY
 from services.sdk.validation import SchemaValidator
 
 log = structlog.get_logger("toolproxy.pipeline")
@@ -111,7 +112,7 @@ class Pipeline:
         self.standing = standing
         # Per manifest object (a catalog change replaces the object): the validators and the
         # tool's view in the policy input, built once instead of on every call.
-        self._prepared: dict[str, tuple[ToolManifest, SchemaValidator, SchemaValidator,
+        self._prepared: dict[str, tuple[ToolManifest, ArgsChecker, SchemaValidator,
                                         dict[str, Any]]] = {}
         self.plugin_calls = PluginCalls()  # this replica's running plugin calls (internal())
         self._notes: set[asyncio.Task[None]] = set()
@@ -134,11 +135,11 @@ class Pipeline:
             raise UnknownTool(f"no tool named {name!r}")
         return manifest
 
-    def _prepare(self, m: ToolManifest) -> tuple[ToolManifest, SchemaValidator,
+    def _prepare(self, m: ToolManifest) -> tuple[ToolManifest, ArgsChecker,
                                                  SchemaValidator, dict[str, Any]]:
         cached = self._prepared.get(m.tool_id)
         if cached is None or cached[0] is not m:
-            cached = (m, SchemaValidator(m.input_schema), SchemaValidator(m.output_schema),
+            cached = (m, ArgsChecker(m), SchemaValidator(m.output_schema),
                       m.model_dump(mode="json"))
             self._prepared[m.tool_id] = cached
         return cached
@@ -146,13 +147,10 @@ class Pipeline:
     def tool_view(self, manifest: ToolManifest) -> dict[str, Any]:
         return self._prepare(manifest)[3]
 
-    def check_args(self, manifest: ToolManifest, args: dict[str, Any]) -> None:
-        error = self._prepare(manifest)[1].problem(args)
-        if error is not None:
-            message = error.message if len(error.message) <= 300 else error.message[:299] + "…"
-            raise InvalidArgs(
-                f"args do not match {manifest.tool_id}'s input schema at {error.json_path}: {message}"
-            )
+    def check_args(self, manifest: ToolManifest, args: dict[str, Any],
+                   body_bytes: int | None = None) -> None:
+        """Size bound, then input schema (proxy/args): bounded work before anything else."""
+        self._prepare(manifest)[1].check(args, body_bytes)
 
     # --- list ---------------------------------------------------------------------------
 
@@ -187,14 +185,14 @@ class Pipeline:
 
     # --- invoke -------------------------------------------------------------------------
 
-    async def invoke(self, identity: Identity, request: InvokeRequest, *,
-                     turn_id: str | None = None) -> Outcome:
+    async def invoke(self, identity: Identity, request: InvokeRequest,
+                     body_bytes: int | None = None, *, turn_id: str | None = None) -> Outcome:
         ctx_team = request.context.team_id
         if ctx_team is not None and ctx_team != identity.team_id:
             raise Denied("context.team_id does not match the token's team", reasons=["team_mismatch"])
         with tracing.span("validate"):
             manifest = self.resolve_tool(request.tool)
-            self.check_args(manifest, request.args)
+            self.check_args(manifest, request.args, body_bytes)
         call = Call(
             identity=identity,
             manifest=manifest,
@@ -366,10 +364,16 @@ class Pipeline:
         if not self._limits_on:
             return None
         try:
-            admission = await self.limiter.admit(
-                team_id=call.identity.team_id, agent_id=call.identity.agent_id, tool=m.tool_id,
-                category=m.category, rate=decision.obligations.rate,
-            )
+            # A metered tool's estimated tokens are held first: refused here, nothing else was
+            # taken; refused below, they are given back.
+            not_held = await self._hold_tokens(call)
+            if not_held is not None:
+                admission = not_held
+            else:
+                admission = await self.limiter.admit(
+                    team_id=call.identity.team_id, agent_id=call.identity.agent_id, tool=m.tool_id,
+                    category=m.category, rate=decision.obligations.rate,
+                )
         except LimitsUnavailable as exc:
             self.metrics.limits_errors.inc()
             log.warning("limits_unavailable", error=str(exc))
@@ -382,13 +386,37 @@ class Pipeline:
             self.metrics.limited.labels(category=m.category, code=admission.code,
                                         reason=admission.reason).inc()
             message = ("rate limit reached for this tool" if admission.code == "rate_limited"
-                       else "today's quota is used up")
+                       else "today's token quota cannot hold this call's estimate"
+                       if admission.reason == "quota_tokens_estimate" else "today's quota is used up")
             refused = Ending(429, "DENIED", admission.code, message, reasons=[admission.reason],
                              retry_after=admission.retry_after)
+        self._release_tokens(call)
         if call.run_reserved:
             await self.budgets.release(call.identity.team_id, call.agent_run_id or "")
             call.run_reserved = False
         return refused
+
+    async def _hold_tokens(self, call: Call) -> Admission | None:
+        """Reserve the tool's declared token estimate against the daily token quotas: None
+        when held (or nothing to hold), else the refusal."""
+        estimate = call.manifest.token_estimate
+        if estimate is None:
+            return None
+        held = await self.limiter.reserve_tokens(
+            team_id=call.identity.team_id, agent_id=call.identity.agent_id,
+            tokens=estimate.tokens(call.args))
+        if not held.allowed:
+            return Admission(False, "quota_exceeded", "quota_tokens_estimate", held.retry_after)
+        if held.tokens:
+            call.tokens_held = held
+        return None
+
+    def _release_tokens(self, call: Call, tokens: int = 0) -> None:
+        """Settle held tokens to `tokens` (0: the call never ran; nothing was used)."""
+        if call.tokens_held is not None:
+            held, call.tokens_held = call.tokens_held, None
+            self.limiter.settle(team_id=call.identity.team_id, agent_id=call.identity.agent_id,
+                                tokens=tokens, compute=0.0, cost=0.0, reserved=held)
 
     # --- execution ------------------------------------------------------------------------
 
@@ -460,9 +488,14 @@ class Pipeline:
             return Ending(503, "UNAVAILABLE", exc.code, exc.message)
         except BadToolReply as exc:
             return Ending(200, "FAILED", "bad_tool_output", str(exc), executed=True)
+        if not reply.ok and reply.error is not None and reply.error.code == BUSY:
+            # The service refused before running it: this team's share of it is in use.
+            return Ending(503, "UNAVAILABLE", "tool_busy", reply.error.message, retry_after=1.0)
         cost = round(m.cost.price(reply.tokens_used, reply.compute_units), 12)
+        held, call.tokens_held = call.tokens_held, None
         self.limiter.settle(team_id=call.identity.team_id, agent_id=call.identity.agent_id,
-                            tokens=reply.tokens_used, compute=reply.compute_units, cost=cost)
+                            tokens=reply.tokens_used, compute=reply.compute_units, cost=cost,
+                            reserved=held)
         if call.run_reserved:
             self.budgets.settle(call.identity.team_id, call.agent_run_id or "", reply.tokens_used, cost)
         refs = {"object_refs": reply.object_refs, "artifacts": list(reply.artifacts),
@@ -520,6 +553,10 @@ class Pipeline:
     async def _end(self, call: Call, decision: Decision, e: Ending,
                    record: DecisionRecord | None) -> Outcome:
         """Render the ending; make its usage, row, decision and events durable; count it."""
+        # Tokens still held: the call ended without a tool reply. Executed (a timeout, a
+        # cancel), the estimate stays charged; never run, it is given back.
+        if call.tokens_held is not None:
+            self._release_tokens(call, call.tokens_held.tokens if e.executed else 0)
         body = render(call, e)
         if self.standing is not None and not e.executed:
             self.standing.refund(call.approval)  # a standing approval's call that never ran

@@ -60,8 +60,9 @@ def mint(
         raise ValueError(f"role must be one of {', '.join(ROLES)}")
     if agent_id.startswith(RESERVED_AGENT_PREFIX):
         raise ValueError(f"agent ids starting with {RESERVED_AGENT_PREFIX!r} are reserved for plugins")
-    if not 0 < ttl_s <= MAX_TTL_S:
-        raise ValueError(f"ttl must be between 1s and {MAX_TTL_S}s")
+    limit = min(MAX_TTL_S, settings.jwt_max_ttl_s)
+    if not 0 < ttl_s <= limit:
+        raise ValueError(f"ttl must be between 1s and {limit}s")
     if not settings.jwt_algorithm.startswith("HS"):
         raise ValueError("tokens for asymmetric keys are minted by your identity provider")
     now = int(time.time())
@@ -88,6 +89,7 @@ class TokenVerifier:
         self._issuer = settings.jwt_issuer
         self._audience = settings.jwt_audience
         self._leeway = settings.jwt_leeway_s
+        self._max_ttl = settings.jwt_max_ttl_s
         # Agents reuse one token for many calls: remember verified ones until they expire.
         self._verified: OrderedDict[str, tuple[float, Identity]] = OrderedDict()
 
@@ -124,6 +126,12 @@ class TokenVerifier:
             raise Unauthenticated("token expired") from None
         except jwt.InvalidTokenError as exc:
             raise Unauthenticated(f"invalid token: {exc}") from None
+        exp, iat = claims["exp"], claims["iat"]
+        if not (isinstance(exp, (int, float)) and isinstance(iat, (int, float))):
+            raise Unauthenticated("invalid token: exp and iat must be numbers")
+        if exp - iat > self._max_ttl:
+            # Whoever signed it, a token may not live longer than the configured maximum.
+            raise Unauthenticated(f"invalid token: lifetime exceeds {self._max_ttl} s")
         agent, team, role = claims.get("sub"), claims.get("team"), claims.get("role", "agent")
         if not (is_valid_id(agent) and is_valid_id(team)) or role not in ROLES:
             raise Unauthenticated("invalid token: bad subject, team or role")

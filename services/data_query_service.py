@@ -71,7 +71,8 @@ QUERIES: dict[str, NamedQuery] = {
                 "type": "object",
                 "additionalProperties": False,
                 "properties": {
-                    "day": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
+                    "day": {"type": "string", "maxLength": 10,
+                            "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}$"},
                 },
             },
             sql=(
@@ -138,7 +139,12 @@ MANIFEST = make_manifest(
             "required": ["query"],
             "properties": {
                 "query": {"type": "string", "enum": _NAMES},
-                "params": {"type": "object", "maxProperties": 16},
+                # Each query's own schema (below) says exactly which params it takes; this one
+                # bounds what any of them may hold.
+                "params": {"type": "object", "maxProperties": 16,
+                           "propertyNames": {"maxLength": 64},
+                           "additionalProperties": {"type": ["string", "number", "boolean", "null"],
+                                                    "maxLength": 256}},
                 "limit": {"type": "integer", "minimum": 1, "maximum": ROW_LIMIT_MAX},
             },
             # Each query's params schema: the proxy and the SDK reject bad params before the

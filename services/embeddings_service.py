@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from services.embedding_hash import (
@@ -73,13 +72,18 @@ def run(args: dict[str, Any]) -> dict[str, Any]:
     output_schema=OUTPUT_SCHEMA,
     cost=Cost(per_call=0.00002),
     network=False,
+    # The schema bounds each text, the handler their total: 100,000 characters at most 6 bytes
+    # of JSON each, plus the array's punctuation.
+    max_args_bytes=6 * MAX_TOTAL_CHARS + 3 * MAX_TEXTS + 32,
 )
 async def embeddings_tool(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     try:
-        return await asyncio.to_thread(run, args)
+        return await ctx.run_cpu(run, args)  # type: ignore[no-any-return]
     except EmbeddingError as exc:
         raise ToolError(str(exc)) from None
 
 
 def service() -> Service:
-    return Service(name="embeddings", tools=[embeddings_tool])
+    # CPU-bound work in one worker process: one call per team in it at a time, three teams.
+    return Service(name="embeddings", tools=[embeddings_tool], max_concurrency=3,
+                   per_team_concurrency=1, cpu_workers=1)

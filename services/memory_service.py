@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from services.memory_summary import (
@@ -75,11 +74,15 @@ def run(args: dict[str, Any]) -> dict[str, Any]:
 )
 async def memory_tool(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     try:
-        # Up to 100k characters of regex splitting and counting: off the event loop.
-        return await asyncio.to_thread(run, args)
+        # Up to 100k characters of regex splitting and counting: off the event loop (in the
+        # service's worker process, so it never holds the GIL other tools need).
+        return await ctx.run_cpu(run, args)  # type: ignore[no-any-return]
     except SummaryError as exc:
         raise ToolError(str(exc)) from None
 
 
 def service() -> Service:
-    return Service(name="memory", tools=[memory_tool])
+    # CPU-bound work in one worker process: a team has one call in it at a time (more would only
+    # queue there, ahead of other teams'), three teams at once.
+    return Service(name="memory", tools=[memory_tool], max_concurrency=3, per_team_concurrency=1,
+                   cpu_workers=1)

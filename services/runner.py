@@ -11,6 +11,7 @@ from proxy.bus import Reconnects, connect
 from proxy.bus import close as close_nats
 from proxy.db import create_pool
 from services.builtin import builtin_services
+from services.llm.config import LlmSettings
 from services.wallet.service import configured_wallet
 
 log = structlog.get_logger("toolproxy.services")
@@ -20,7 +21,10 @@ async def run_services(database_url: str, nats_url: str) -> None:
     pool = await create_pool(database_url, min_size=1, max_size=10)
     reconnects = Reconnects()
     nc = await connect(nats_url, name="toolproxy-services", reconnects=reconnects)
-    services = builtin_services(pool)
+    llm_settings = LlmSettings()  # from TOOLPROXY_LLM_*: invalid settings stop the start here
+    services = builtin_services(pool, llm_settings=llm_settings)
+    if llm_settings.configured:
+        log.info("llm_configured", **llm_settings.redacted())
     wallet = configured_wallet(pool)  # only with TOOLPROXY_CHAIN_RPC_URL
     if wallet is not None:
         services.append(wallet[0])

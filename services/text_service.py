@@ -158,4 +158,5 @@ async def text_tool(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
 
 
 def service() -> Service:
-    return Service(name="text", tools=[text_tool])
+    # regex_find runs in a thread for up to its timeout: a team holds at most 4 of 16 slots.
+    return Service(name="text", tools=[text_tool], max_concurrency=16)

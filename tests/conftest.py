@@ -66,13 +66,29 @@ from proxy.bus import close as close_nats
 from proxy.bus import connect  # noqa: E402
 from proxy.config import Settings  # noqa: E402
 from proxy.tokens import mint  # noqa: E402
-from services.builtin import BUILTIN_TOOLS, builtin_services  # noqa: E402
+from services.builtin import BUILTIN_TOOLS, LLM_TOOLS, builtin_services  # noqa: E402
+from services.llm.config import LlmSettings  # noqa: E402
 from services.sdk import Service  # noqa: E402
+from tests.fake_llm import FakeLLM  # noqa: E402
 from tests.fixture_services import TEST_TOOLS, testsvc_service  # noqa: E402
 from tests.infra import scratch_dir  # noqa: E402
 from tests.web_site import TEST_SECRETS_KEY, Site, serve_site  # noqa: E402
 
 TEST_SECRET = "test-secret-" + "x" * 40
+# The fake upstream's key: unique per run, so a test can look for it anywhere it must not be.
+TEST_LLM_KEY = f"sk-fake-{uuid.uuid4().hex}"
+TEST_LLM_MODELS = ("small", "medium", "large")
+
+
+@pytest.fixture(scope="session")
+async def fake_llm() -> AsyncIterator[FakeLLM]:
+    """A local OpenAI-compatible server for the session's llm.chat (tests script it)."""
+    fake = FakeLLM(TEST_LLM_KEY)
+    await fake.start()
+    try:
+        yield fake
+    finally:
+        await fake.stop()
 
 
 @pytest.fixture(scope="session")
@@ -89,11 +105,16 @@ async def web_site() -> AsyncIterator[Site]:
 
 
 @pytest.fixture(scope="session")
-async def builtin(db_pool: asyncpg.Pool, nats_url: str, web_site: Site) -> AsyncIterator[list[Service]]:
+async def builtin(db_pool: asyncpg.Pool, nats_url: str, web_site: Site,
+                  fake_llm: FakeLLM) -> AsyncIterator[list[Service]]:
     """The built-in services and the test services, running for the whole session. The
-    network tools resolve through the test table and may reach loopback (the test escape)."""
+    network tools resolve through the test table and may reach loopback (the test escape);
+    llm.chat asks the fake upstream."""
     nc = await connect(nats_url, name="test-services")
-    services = [*builtin_services(db_pool, web_site.options()), testsvc_service()]
+    llm_settings = LlmSettings(base_url=fake_llm.base_url, api_key=SecretStr(TEST_LLM_KEY),
+                               models=TEST_LLM_MODELS)
+    services = [*builtin_services(db_pool, web_site.options(), llm_settings=llm_settings),
+                testsvc_service()]
     for s in services:
         await s.start(nc)
     try:
@@ -122,7 +143,7 @@ async def client(
 ) -> TestClient:
     app = create_app(settings)
     c: TestClient = await aiohttp_client(app)  # type: ignore[misc]
-    await app[appkeys.CATALOG].wait_available([*BUILTIN_TOOLS, *TEST_TOOLS], timeout=10)
+    await app[appkeys.CATALOG].wait_available([*BUILTIN_TOOLS, *LLM_TOOLS, *TEST_TOOLS], timeout=10)
     return c
 
 

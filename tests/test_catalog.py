@@ -19,7 +19,7 @@ from tests.conftest import bearer, grant
 CATALOG_FIELDS = {
     "tool_id", "version", "capability", "category", "action", "risk", "cost", "network",
     "requires_approval", "description", "input_schema", "output_schema", "timeout_ms", "available",
-    "plugin", "approval_preview",
+    "plugin", "approval_preview", "max_args_bytes",
 }
 
 

@@ -58,8 +58,11 @@ async def test_a_governance_token_is_exchanged_for_a_session_cookie(client, toke
     # A reload reads it back (with the same CSRF token), from this Host only.
     status, again = await console.get("/console/session", csrf=False)
     assert status == 200 and again["csrf_token"] == console.csrf
-    r = await client.get("/console/session", headers={"Cookie": console.cookie, "Host": "evil.example:80"})
+    other_host = host(client).replace("127.0.0.1", "localhost")  # served too, but not its Host
+    r = await client.get("/console/session", headers={"Cookie": console.cookie, "Host": other_host})
     assert r.status == 401
+    r = await client.get("/console/session", headers={"Cookie": console.cookie, "Host": "evil.example:80"})
+    assert r.status == 421  # the proxy's Host allowlist: not a Host this server serves
     r = await client.get("/console/session", headers={"Cookie": console.cookie, "Sec-Fetch-Site": "cross-site"})
     assert r.status == 403
     # The cookie's secret is stored only as a hash.
@@ -100,6 +103,21 @@ async def test_login_refuses_agents_bad_tokens_and_other_origins(client, token, 
     assert r.status == 415
     pool = client.app[appkeys.POOL]
     assert await pool.fetchval("SELECT count(*) FROM console_sessions WHERE team_id = $1", team) == 0
+
+
+async def test_where_the_operator_lists_origins_the_console_keeps_to_them(aiohttp_client, settings,
+                                                                        builtin, token, team) -> None:
+    from proxy.embedded.ports import free_port
+
+    gov = token(agent="gov", team=team, role="governance")
+    for listed, expected in (("https://gov.example", 403), ("https://gov.example,http://127.0.0.1:{port}", 201)):
+        port = free_port()
+        app = create_app(settings.model_copy(update={"allowed_origins": listed.format(port=port)}))
+        client = await aiohttp_client(app, server_kwargs={"port": port})
+        r = await client.post("/console/session", json={"token": gov}, headers={"Origin": origin(client)})
+        assert r.status == expected, (listed, await r.text())
+        if expected == 403:
+            assert (await r.json())["error"]["code"] == "origin_not_allowed"
 
 
 async def test_logout_ends_the_session(client, token, team) -> None:
@@ -163,9 +181,13 @@ async def test_a_mutation_needs_this_consoles_origin_and_host(client, token, tea
                   {"Origin": f"{origin(client)}/path"}, {"Sec-Fetch-Site": "same-site"}):
         status, body = await console.post(path, decision, **extra)
         assert (status, body["error"]["code"]) == (403, "origin_not_allowed"), extra
-    # A DNS name rebound to this address is another Host: the session was not opened there.
+    # A DNS name rebound to this address is not a Host this proxy serves (its Host allowlist);
+    # a Host it serves but the session was not opened on is refused by the session itself.
     status, body = await console.post(path, decision, Host="rebound.example:80",
                                       Origin="http://rebound.example:80")
+    assert (status, body["error"]["code"]) == (421, "misdirected_request")
+    other = host(client).replace("127.0.0.1", "localhost")
+    status, body = await console.post(path, decision, Host=other, Origin=f"http://{other}")
     assert (status, body["error"]["code"]) == (401, "unauthenticated")
     # A GET carrying a foreign Origin is refused as well.
     status, body = await console.get("/v1/approvals", Origin="http://evil.example")

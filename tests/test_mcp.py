@@ -137,11 +137,12 @@ async def test_errors_are_results_and_protocol_errors_are_errors(client, token, 
         denied = await c.call_tool("task.list", {})
         assert denied.is_error is True
         assert "Denied by policy" in denied.content[0].text and "grant_required" in denied.content[0].text
-        assert denied.structured_content["error"]["code"] == "denied"
+        assert denied.meta["toolproxy/error"]["error"]["code"] == "denied"
+        assert denied.structured_content is None  # the body does not fit task.list's outputSchema
         failed = await c.call_tool("testsvc.fail", {})
         assert failed.is_error and "widget_broken" in failed.content[0].text
         bad = await c.call_tool("math", {"expr": 42})
-        assert bad.is_error and bad.structured_content["error"]["code"] == "invalid_args"
+        assert bad.is_error and bad.meta["toolproxy/error"]["error"]["code"] == "invalid_args"
         with pytest.raises(MCPError) as unknown:
             await c.call_tool("no.such.tool", {})
         assert unknown.value.error.code == -32602 and unknown.value.error.data == {"code": "unknown_tool"}
@@ -171,7 +172,7 @@ async def test_stdio_relay(client, token, team, mode, version) -> None:
         result = await c.call_tool("math", {"expr": "2+3*4"})
         assert result.structured_content == {"value": 14}
         denied = await c.call_tool("task.list", {})
-        assert denied.is_error and denied.structured_content["status"] == "DENIED"
+        assert denied.is_error and denied.meta["toolproxy/error"]["status"] == "DENIED"
         with pytest.raises(MCPError):
             await c.call_tool("no.such.tool", {})
 

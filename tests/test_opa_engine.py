@@ -36,6 +36,13 @@ async def _opa_app(aiohttp_client, settings, opa: OpaServer, **extra: object):
     return app, client
 
 
+def _shipped_ids() -> list[str]:
+    """The ids the OPA engine pushes the shipped modules under (authz, and the router's rules)."""
+    from pdp.policy_set import load_policy_dir
+
+    return sorted(f"toolproxy/{name}" for name in load_policy_dir().modules)
+
+
 async def _policy_ids(opa: OpaServer) -> list[str]:
     async with aiohttp.ClientSession() as s:
         async with s.get(f"{opa.url}/v1/policies") as r:
@@ -90,7 +97,7 @@ async def test_opa_restarted_empty_gets_the_policy_back(aiohttp_client, settings
         await asyncio.sleep(0.05)
     assert statuses[-1] == 200, statuses
     assert set(statuses[:-1]) <= {"policy_undefined", "pdp_unavailable"}
-    assert await _policy_ids(opa) == ["toolproxy/authz.rego"]
+    assert await _policy_ids(opa) == _shipped_ids()
     assert (await client.get("/readyz")).status == 200
 
 
@@ -100,8 +107,9 @@ async def test_a_push_of_the_same_revision_re_pushes_it(aiohttp_client, isolated
     app, client = await _opa_app(aiohttp_client, isolated_settings, opa, opa_check_every_s=600,
                                  pdp_cache_ttl_s=0)
     async with aiohttp.ClientSession() as s:
-        async with s.delete(f"{opa.url}/v1/policies/toolproxy/authz.rego") as r:
-            assert r.status == 200
+        for policy_id in _shipped_ids():
+            async with s.delete(f"{opa.url}/v1/policies/{policy_id}") as r:
+                assert r.status == 200
     # (No call in between: an undefined decision would bring it back on its own.)
     assert await _policy_ids(opa) == []
     from pdp.policy_set import load_policy_dir
@@ -113,10 +121,10 @@ async def test_a_push_of_the_same_revision_re_pushes_it(aiohttp_client, isolated
     import asyncio
 
     for _ in range(50):
-        if await _policy_ids(opa) == ["toolproxy/authz.rego"]:
+        if await _policy_ids(opa) == _shipped_ids():
             break
         await asyncio.sleep(0.05)
-    assert await _policy_ids(opa) == ["toolproxy/authz.rego"]
+    assert await _policy_ids(opa) == _shipped_ids()
     assert (await invoke(client, token(team=team), "math", {"expr": "1+2"}))[0] == 200
 
 

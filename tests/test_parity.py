@@ -68,7 +68,7 @@ def _mcp_call(c: Any) -> Call:
         except MCPError as exc:  # only a tool that cannot be found or named
             return Seen(None, (exc.error.data or {}).get("code"))
         if result.is_error:
-            return Seen.of(result.structured_content)
+            return Seen.of((result.meta or {})["toolproxy/error"])
         meta = result.meta or {}
         return Seen("COMPLETED", None, result.structured_content, (), meta.get("toolproxy/call_id"))
     return call

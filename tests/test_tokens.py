@@ -42,6 +42,10 @@ ATTACKS = {
     "hostile subject": lambda: jwt.encode(_claims(sub="a1\r\nX: y"), TEST_SECRET, algorithm="HS256"),
     "wildcard team": lambda: jwt.encode(_claims(team="*"), TEST_SECRET, algorithm="HS256"),
     "not before in future": lambda: jwt.encode(_claims(nbf=int(time.time()) + 3600), TEST_SECRET, algorithm="HS256"),
+    "valid until 9999": lambda: jwt.encode(_claims(exp=253402300799), TEST_SECRET, algorithm="HS256"),
+    "lifetime over 30 days": lambda: jwt.encode(
+        _claims(iat=int(time.time()) - 10, exp=int(time.time()) + 30 * 24 * 3600), TEST_SECRET,
+        algorithm="HS256"),
     "garbage": lambda: "garbage",
     "huge": lambda: "a" * 5_000,
 }
@@ -81,3 +85,25 @@ def test_mint_refuses_bad_input(settings) -> None:
         mint(settings, agent_id="a", team_id="t", role="root", ttl_s=60)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         mint(settings, agent_id="a", team_id="t", ttl_s=0)
+
+
+async def test_a_30_day_token_is_the_longest_accepted(client) -> None:
+    now = int(time.time())
+    tok = jwt.encode(_claims(iat=now, exp=now + 30 * 24 * 3600), TEST_SECRET, algorithm="HS256")
+    r = await client.post("/v1/tools/invoke", json={"tool": "math", "args": {"expr": "1"}},
+                          headers=bearer(tok))
+    assert r.status == 200, await r.text()
+
+
+def test_minting_and_verification_share_the_maximum(settings) -> None:
+    from proxy.tokens import TokenVerifier
+
+    short = settings.model_copy(update={"jwt_max_ttl_s": 3600})
+    with pytest.raises(ValueError, match="3600"):
+        mint(short, agent_id="a1", team_id="t1", ttl_s=7200)
+    tok = mint(settings, agent_id="a1", team_id="t1", ttl_s=7200)
+    from proxy.errors import Unauthenticated
+
+    with pytest.raises(Unauthenticated, match="lifetime exceeds 3600"):
+        TokenVerifier(short).verify(tok)
+    assert TokenVerifier(settings).verify(tok).agent_id == "a1"

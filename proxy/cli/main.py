@@ -304,9 +304,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--url")
     sp.add_argument("--data-dir")
 
+    from proxy.cli.agents import add_parser as add_agents
     from proxy.cli.plugins import add_parser as add_plugins
 
     add_plugins(sub)
+    add_agents(sub)
 
     sp = add("mcp-stdio", cmd_mcp_stdio, "MCP stdio server relaying to a proxy's /mcp (for desktop MCP clients)")
     sp.add_argument("--url", help="the proxy (default: TOOLPROXY_URL or the data dir's running stack)")

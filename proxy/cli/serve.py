@@ -17,6 +17,7 @@ from proxy.cli.common import CliError
 from proxy.embedded.child import Child
 from proxy.embedded.ports import port_is_free
 from proxy.config import Settings
+from proxy.http.server import serve_until_stopped
 from proxy.logs import configure_logging
 
 
@@ -37,16 +38,8 @@ def serve(settings: Settings) -> int:
     _install_uvloop()
     app = create_app(settings)
     app.on_startup.append(_freeze_startup_objects)
-    web.run_app(
-        app,
-        host=settings.host,
-        port=settings.port,
-        access_log=None,
-        print=None,
-        shutdown_timeout=10,
-        reuse_port=settings.reuse_port,
-        handler_cancellation=True,  # a client that disconnects cancels its call
-    )
+    # Connection cap, header and body read timeouts: proxy/http/server.py.
+    asyncio.run(serve_until_stopped(app, settings))
     return 0
 
 

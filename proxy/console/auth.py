@@ -10,7 +10,8 @@ from aiohttp import web
 
 from proxy.appkeys import CONSOLE, CONSOLE_SESSION
 from proxy.console.errors import CsrfFailed
-from proxy.console.guard import CSRF_HEADER, SAFE_METHODS, check_csrf, check_origin, host_of
+from proxy.console.guard import CSRF_HEADER, SAFE_METHODS, check_csrf
+from proxy.console.origin import check_origin, host_of
 from proxy.console.session import COOKIE, SECURE_COOKIE, Session
 from proxy.errors import Unauthenticated
 from proxy.identity import Identity

@@ -1,46 +1,21 @@
-"""What every console request is held to: the exact Host its session was opened on, the
-CSRF token, and for mutations the Origin and the per-identity rate guard (seed 000's rule)."""
+"""The CSRF token every console request carries, and the per-identity rate guard on its
+mutations (seed 000's rule); the Origin and Host checks are in origin.py."""
 
 from __future__ import annotations
 
 import hmac
 import math
 import time
-from urllib.parse import urlsplit
 
 import asyncpg
 from aiohttp import web
 
-from proxy.console.errors import ConsoleRateLimited, CsrfFailed, OriginRefused
+from proxy.console.errors import ConsoleRateLimited, CsrfFailed
 from proxy.console.session import postgres
 from proxy.limits.gcra import Rate
 
 CSRF_HEADER = "X-CSRF-Token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-
-
-def host_of(request: web.Request) -> str:
-    """The Host header exactly as sent (lowercased: host names are case-insensitive)."""
-    return request.headers.get("Host", "").strip().lower()
-
-
-def check_origin(request: web.Request) -> None:
-    """A mutation comes from a page of this very Host: `Origin` is `scheme://<Host>` exactly
-    (https when the request came over TLS), and the browser's Sec-Fetch-Site, where it sends
-    one, says same-origin. A missing or `null` Origin is refused: browsers send it on every
-    cross-origin request and on every same-origin POST."""
-    origin = request.headers.get("Origin")
-    host = host_of(request)
-    if not origin or not host:
-        raise OriginRefused("this request needs an Origin and a Host header")
-    parts = urlsplit(origin.strip().lower())
-    schemes = ("https",) if request.secure else ("http", "https")
-    if (parts.scheme not in schemes or parts.netloc != host or parts.path not in ("", "/")
-            or parts.query or parts.fragment or parts.username is not None):
-        raise OriginRefused("the Origin is not this console's own")
-    site = request.headers.get("Sec-Fetch-Site")
-    if site is not None and site != "same-origin":
-        raise OriginRefused("the request did not come from this console's own pages")
 
 
 def check_csrf(request: web.Request, expected: str) -> None:

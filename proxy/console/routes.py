@@ -14,7 +14,7 @@ from proxy.appkeys import CONSOLE, SETTINGS, VERIFIER
 from proxy.body import read_model
 from proxy.console.assets import respond
 from proxy.console.auth import cookie_secret, current_session, rate_key
-from proxy.console.guard import check_origin, host_of
+from proxy.console.origin import check_origin, host_of
 from proxy.console.session import COOKIE, SECURE_COOKIE, Session, utc
 from proxy.errors import Forbidden, NotFound, Unauthenticated
 from proxy.routes.tools import json_response

@@ -33,6 +33,22 @@ class Admission:
     retry_after: float = 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class TokenReservation:
+    """Tokens held against the daily token quotas in scope for a call that has not ended:
+    `scopes` names the counters holding them ("" the team's, else the agent's) on `day`.
+    Nothing is held (tokens 0) where no token quota applies."""
+
+    allowed: bool
+    tokens: int = 0
+    day: date | None = None
+    scopes: tuple[str, ...] = ()
+    retry_after: float = 0.0
+
+
+NO_RESERVATION = TokenReservation(True)
+
+
 class LimitsUnavailable(Exception):
     """The shared limit state could not be read or written: the call is refused."""
 
@@ -49,8 +65,17 @@ class Limiter(Protocol):
     async def admit(self, *, team_id: str, agent_id: str, tool: str, category: str,
                     rate: dict[str, Any] | None, now: float | None = None) -> Admission: ...
 
+    async def reserve_tokens(self, *, team_id: str, agent_id: str, tokens: int,
+                             now: float | None = None) -> TokenReservation:
+        """Hold `tokens` against every daily token quota in scope, all or none: refused (not
+        allowed) when one cannot hold them on top of what it counts already."""
+        ...
+
     def settle(self, *, team_id: str, agent_id: str, tokens: int, compute: float, cost: float,
-               now: float | None = None) -> None: ...
+               now: float | None = None, reserved: TokenReservation | None = None) -> None:
+        """Add what the call consumed; with `reserved`, the held tokens are replaced by the
+        real figure (on the reservation's day)."""
+        ...
 
     async def counters(self, team_id: str, agent_id: str | None = None,
                        now: float | None = None) -> Counters: ...

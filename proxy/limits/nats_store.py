@@ -21,10 +21,12 @@ from proxy.limits.counters import Counters
 from proxy.limits.kv import CasStore
 from proxy.limits.leases import Grant, LeasedBuckets
 from proxy.limits.limiter import (
+    NO_RESERVATION,
     Admission,
     LimitsUnavailable,
     OnCounted,
     QuotaOf,
+    TokenReservation,
     rates,
     seconds_to_midnight,
     utc_day,
@@ -194,39 +196,89 @@ class NatsLimiter:
         with contextlib.suppress(Exception):
             await self._quotas.change(key, step)
 
+    # --- token reservations ------------------------------------------------------------------
+
+    async def reserve_tokens(self, *, team_id: str, agent_id: str, tokens: int,
+                             now: float | None = None) -> TokenReservation:
+        """Hold a call's estimated tokens on every counter with a token quota, all or none."""
+        now = time.time() if now is None else now
+        scopes = [(key, who, quota) for key, who, quota in self._quota_scopes(team_id, agent_id, now)
+                  if quota is not None and quota.tokens is not None]
+        if tokens <= 0 or not scopes:
+            return NO_RESERVATION
+        assert self._quotas is not None
+        if not self._nc.is_connected:
+            raise LimitsUnavailable("the message bus is disconnected")
+
+        def hold(limit: int) -> Any:
+            def step(raw: bytes | None) -> tuple[bytes | None, tuple[bool, Counters]]:
+                c = Counters.load(raw)
+                if c.tokens + tokens > limit:
+                    return None, (False, c)
+                c.tokens += tokens
+                return c.dump(), (True, c)
+            return step
+
+        held: list[str] = []
+        try:
+            for key, who, quota in scopes:
+                assert quota is not None and quota.tokens is not None
+                fits, counters = await self._quotas.change(key, hold(quota.tokens))
+                if self._on_counted is not None:
+                    self._on_counted(team_id, who, quota, counters)
+                if not fits:
+                    await self._add([(k, -tokens) for k in held], 0.0, 0.0)
+                    return TokenReservation(False, retry_after=seconds_to_midnight(now))
+                held.append(key)
+        except Exception as exc:
+            await self._add([(k, -tokens) for k in held], 0.0, 0.0)
+            raise LimitsUnavailable(str(exc) or type(exc).__name__) from exc
+        return TokenReservation(True, tokens, utc_day(now),
+                                tuple("" if who is None else who for _, who, _ in scopes))
+
     # --- after the call -------------------------------------------------------------------
 
     def settle(self, *, team_id: str, agent_id: str, tokens: int, compute: float, cost: float,
-               now: float | None = None) -> None:
-        """Add what the call consumed to today's counters, off the request path."""
-        if not (tokens or compute or cost):
+               now: float | None = None, reserved: TokenReservation | None = None) -> None:
+        """Add what the call consumed to today's counters (the reservation's day, where tokens
+        were held: they are replaced by the real figure), off the request path."""
+        held = reserved.tokens if reserved is not None else 0
+        if not (tokens or compute or cost or held):
             return
         now = time.time() if now is None else now
-        day = utc_day(now)
-        targets = []
+        day = reserved.day if reserved is not None and reserved.day is not None else utc_day(now)
+        deltas: dict[str, int] = {}
         if self._quota_of(team_id, None) is not None:
-            targets.append(keys.quota(day, team_id))
+            deltas[keys.quota(day, team_id)] = tokens
         if self._quota_of(team_id, agent_id) is not None:
-            targets.append(keys.quota(day, team_id, agent_id))
-        if not targets:
+            deltas[keys.quota(day, team_id, agent_id)] = tokens
+        if reserved is not None and held:
+            for who in reserved.scopes:
+                key = keys.quota(day, team_id) if who == "" else keys.quota(day, team_id, who)
+                deltas[key] = tokens - held
+        if not (compute or cost):  # a reservation that was exact leaves nothing to write
+            deltas = {key: delta for key, delta in deltas.items() if delta}
+        if not deltas:
             return
-        task = asyncio.create_task(self._add(targets, tokens, compute, cost))
+        task = asyncio.create_task(self._add(list(deltas.items()), compute, cost))
         self._settling.add(task)
         task.add_done_callback(self._settling.discard)
 
-    async def _add(self, targets: list[str], tokens: int, compute: float, cost: float) -> None:
+    async def _add(self, targets: list[tuple[str, int]], compute: float, cost: float) -> None:
         assert self._quotas is not None
 
-        def step(raw: bytes | None) -> tuple[bytes | None, None]:
-            c = Counters.load(raw)
-            c.tokens += tokens
-            c.compute_units += compute
-            c.cost_1t += cost
-            return c.dump(), None
+        def step(tokens: int) -> Any:
+            def apply(raw: bytes | None) -> tuple[bytes | None, None]:
+                c = Counters.load(raw)
+                c.tokens = max(0, c.tokens + tokens)
+                c.compute_units += compute
+                c.cost_1t += cost
+                return c.dump(), None
+            return apply
 
-        for key in targets:
+        for key, tokens in targets:
             try:
-                await self._quotas.change(key, step)
+                await self._quotas.change(key, step(tokens))
             except Exception as exc:
                 log.warning("quota_settle_failed", error=str(exc))
 

@@ -18,11 +18,14 @@ from proxy.limits import keys
 from proxy.limits.counters import Counters
 from proxy.limits.gcra import Rate
 from proxy.limits.limiter import (
+    NO_RESERVATION,
     Admission,
     LimitsUnavailable,
     OnCounted,
     QuotaOf,
+    TokenReservation,
     rates,
+    seconds_to_midnight,
     utc_day,
 )
 
@@ -92,26 +95,72 @@ class PostgresLimiter:
             if quota is not None:
                 self._on_counted(team_id, who, quota, await self.counters(team_id, who, now))
 
+    async def reserve_tokens(self, *, team_id: str, agent_id: str, tokens: int,
+                             now: float | None = None) -> TokenReservation:
+        """Hold a call's estimated tokens on every counter with a token quota, all or none
+        (one function call: toolproxy_reserve_tokens)."""
+        now = time.time() if now is None else now
+        tq = self._quota_of(team_id, None)
+        aq = self._quota_of(team_id, agent_id)
+        team_limit = tq.tokens if tq is not None else None
+        agent_limit = aq.tokens if aq is not None else None
+        if tokens <= 0 or (team_limit is None and agent_limit is None):
+            return NO_RESERVATION
+        day = utc_day(now)
+        try:
+            fits = await self._pool.fetchval(
+                "SELECT toolproxy_reserve_tokens($1, $2, $3, $4, $5, $6)",
+                day, team_id, agent_id, tokens, team_limit, agent_limit, timeout=_TIMEOUT_S)
+        except Exception as exc:  # fail closed
+            raise LimitsUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        if self._on_counted is not None:
+            await self._report(team_id, agent_id, tq, aq, now)
+        if not fits:
+            return TokenReservation(False, retry_after=seconds_to_midnight(now))
+        scopes = ((("",) if team_limit is not None else ())
+                  + ((agent_id,) if agent_limit is not None else ()))
+        return TokenReservation(True, tokens, day, scopes)
+
     def settle(self, *, team_id: str, agent_id: str, tokens: int, compute: float, cost: float,
-               now: float | None = None) -> None:
-        """Add what the call consumed to today's counters, off the request path."""
-        if not (tokens or compute or cost):
+               now: float | None = None, reserved: TokenReservation | None = None) -> None:
+        """Add what the call consumed to today's counters (the reservation's day, where tokens
+        were held: they are replaced by the real figure), off the request path."""
+        held = reserved.tokens if reserved is not None else 0
+        if not (tokens or compute or cost or held):
             return
         now = time.time() if now is None else now
-        agents = ([""] if self._quota_of(team_id, None) is not None else []) + \
-                 ([agent_id] if self._quota_of(team_id, agent_id) is not None else [])
-        if not agents:
+        day = reserved.day if reserved is not None and reserved.day is not None else utc_day(now)
+        deltas: dict[str, int] = {}
+        if self._quota_of(team_id, None) is not None:
+            deltas[""] = tokens
+        if self._quota_of(team_id, agent_id) is not None:
+            deltas[agent_id] = tokens
+        if reserved is not None and held:
+            for who in reserved.scopes:
+                deltas[who] = tokens - held
+        if not (compute or cost):
+            deltas = {who: delta for who, delta in deltas.items() if delta}
+        if not deltas:
             return
-        task = asyncio.create_task(self._add(utc_day(now), team_id, agents, tokens, compute, cost))
+        task = asyncio.create_task(self._add(day, team_id, list(deltas), list(deltas.values()),
+                                             compute, cost))
         self._settling.add(task)
         task.add_done_callback(self._settling.discard)
 
-    async def _add(self, day: Any, team_id: str, agents: list[str], tokens: int,
+    async def _add(self, day: Any, team_id: str, agents: list[str], tokens: list[int],
                    compute: float, cost: float) -> None:
         try:
+            # Existing counters take the (possibly negative: a reservation's excess) token
+            # delta, never going below zero; missing ones are created.
             await self._pool.execute(
-                """INSERT INTO quota_counters AS q (day, team_id, agent_id, tokens, compute_units, cost_1t)
-                   SELECT $1, $2, a, $4, $5, $6 FROM unnest($3::text[]) AS a
+                """WITH d(a, t) AS (SELECT * FROM unnest($3::text[], $4::bigint[])),
+                   up AS (UPDATE quota_counters q SET tokens = greatest(0, q.tokens + d.t),
+                              compute_units = q.compute_units + $5, cost_1t = q.cost_1t + $6
+                          FROM d WHERE q.day = $1 AND q.team_id = $2 AND q.agent_id = d.a
+                          RETURNING q.agent_id)
+                   INSERT INTO quota_counters AS q (day, team_id, agent_id, tokens, compute_units, cost_1t)
+                   SELECT $1, $2, d.a, greatest(d.t, 0), $5, $6 FROM d
+                   WHERE d.a NOT IN (SELECT agent_id FROM up)
                    ON CONFLICT (day, team_id, agent_id) DO UPDATE SET
                        tokens = q.tokens + EXCLUDED.tokens,
                        compute_units = q.compute_units + EXCLUDED.compute_units,

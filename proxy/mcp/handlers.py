@@ -117,7 +117,7 @@ class McpHandlers:
             outcome = await self.pipeline.invoke(ex.identity, request)
         except ApiError as exc:  # refused before a call existed: bad name, team mismatch, ...
             outcome = error_outcome(exc)
-        return call_result(outcome, name)
+        return call_result(outcome, name, manifest=self.pipeline.catalog.get(name))
 
     async def _resume(self, ex: Exchange, arguments: dict[str, Any]) -> dict[str, Any]:
         parsed = resume_arguments(arguments)

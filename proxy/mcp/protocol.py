@@ -16,6 +16,7 @@ LATEST_HANDSHAKE = HANDSHAKE_VERSIONS[-1]
 SUPPORTED_VERSIONS = (*MODERN_VERSIONS, *HANDSHAKE_VERSIONS)
 BATCH_VERSIONS = ("2025-03-26",)  # JSON-RPC batches were removed in 2025-06-18
 MAX_BATCH = 16
+MAX_ID_CHARS = 256
 
 PARSE_ERROR = codes.PARSE_ERROR
 INVALID_REQUEST = codes.INVALID_REQUEST
@@ -86,8 +87,10 @@ def parse_message(obj: object) -> Message:
     raw_id = obj.get("id")
     if has_id and (isinstance(raw_id, bool) or not isinstance(raw_id, (str, int))):
         raise McpError(INVALID_REQUEST, "id must be a string or an integer")
-    if isinstance(raw_id, str) and len(raw_id) > 256:
-        raise McpError(INVALID_REQUEST, "id is too long")
+    if isinstance(raw_id, str) and len(raw_id) > MAX_ID_CHARS:
+        raise McpError(INVALID_REQUEST, f"id is longer than {MAX_ID_CHARS} characters")
+    if isinstance(raw_id, int) and not -(2**63) <= raw_id < 2**63:
+        raise McpError(INVALID_REQUEST, "id is an integer beyond 64 bits")
     if "method" not in obj:
         if has_id and ("result" in obj or "error" in obj):
             return Message("response", raw_id, "", None)
@@ -102,9 +105,12 @@ def parse_message(obj: object) -> Message:
 
 
 def readable_id(obj: object) -> RequestId | None:
-    """The id of a message that failed to parse, when it is usable in the error reply."""
+    """The id of a message that failed to parse, when it is usable in the error reply: an id
+    too long (or too large) to be one is answered null, never echoed."""
     if isinstance(obj, dict):
         raw = obj.get("id")
-        if isinstance(raw, (str, int)) and not isinstance(raw, bool):
+        if isinstance(raw, str) and len(raw) <= MAX_ID_CHARS:
+            return raw
+        if isinstance(raw, int) and not isinstance(raw, bool) and -(2**63) <= raw < 2**63:
             return raw
     return None

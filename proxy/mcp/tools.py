@@ -2,8 +2,10 @@
 
 Every outcome of a call that reached the pipeline — denial, rate limit, approval needed,
 tool error, timeout, invalid arguments — is a tool result with `isError: true` and a text
-that says what happened and what to do, so a model can read it and react. Its
-`structuredContent` is the native API's body (status, error code, call_id, approval_id...).
+that says what happened and what to do, so a model can read it and react. The native API's
+body (status, error code, call_id, approval_id...) is in `_meta["toolproxy/error"]`; it is
+also the `structuredContent` only where it is valid against the tool's `outputSchema`, since
+clients (the TypeScript SDK, the Inspector) validate structuredContent even on errors.
 Only failures to find the tool or to read the request are JSON-RPC errors.
 """
 
@@ -12,11 +14,14 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from jsonschema import Draft202012Validator
 
 from proxy.mcp.notices import RESUME_DESCRIPTION, RESUME_SCHEMA, RESUME_TOOL, describe
 from proxy.mcp.protocol import INVALID_PARAMS, McpError
 from proxy.pipeline import Outcome
 from services.sdk.manifest import ToolManifest
+
+ERROR_META = "toolproxy/error"
 
 RESUME_TOOL_DEF: dict[str, Any] = {
     "name": RESUME_TOOL,
@@ -54,9 +59,25 @@ def tool_list(manifests: list[ToolManifest]) -> list[dict[str, Any]]:
     return tools
 
 
-def call_result(outcome: Outcome, tool: str, *, protocol_errors: bool = True) -> dict[str, Any]:
+_output_validators: dict[str, tuple[ToolManifest, Draft202012Validator]] = {}
+
+
+def fits_output_schema(manifest: ToolManifest | None, value: Any) -> bool:
+    """Whether `value` is valid against the tool's listed outputSchema (no tool: no schema)."""
+    if manifest is None:
+        return False
+    cached = _output_validators.get(manifest.tool_id)
+    if cached is None or cached[0] is not manifest:  # a catalog change replaces the manifest
+        cached = _output_validators[manifest.tool_id] = (
+            manifest, Draft202012Validator(manifest.output_schema))
+    return bool(cached[1].is_valid(value))
+
+
+def call_result(outcome: Outcome, tool: str, *, protocol_errors: bool = True,
+                manifest: ToolManifest | None = None) -> dict[str, Any]:
     """`protocol_errors`: an unknown tool or an unreadable request is a JSON-RPC error (tools/call);
-    the resume tool reports everything as a result instead."""
+    the resume tool reports everything as a result instead. `manifest`: the listed tool, whose
+    outputSchema an error's structuredContent must satisfy (else it carries none)."""
     body = outcome.body
     if body.get("ok") is True:
         output = body.get("output")
@@ -70,9 +91,11 @@ def call_result(outcome: Outcome, tool: str, *, protocol_errors: bool = True) ->
     if protocol_errors and code == "invalid_request":
         raise McpError(INVALID_PARAMS, str(body["error"].get("message", "invalid request")), {"code": code})
     text = describe(body, outcome.headers.get("Retry-After"))
-    return {"content": [{"type": "text", "text": text}],
-            "structuredContent": body, "isError": True,
-            "_meta": _ids(body), "resultType": "complete"}
+    result: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": True,
+                              "_meta": {**_ids(body), ERROR_META: body}, "resultType": "complete"}
+    if fits_output_schema(manifest, body):
+        result["structuredContent"] = body
+    return result
 
 
 def _ids(body: dict[str, Any]) -> dict[str, Any]:

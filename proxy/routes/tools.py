@@ -23,7 +23,8 @@ def json_response(status: int, body: object, headers: dict[str, str] | None = No
 async def invoke(request: web.Request) -> web.Response:
     identity = identity_of(request)
     envelope = await read_model(request, InvokeRequest)
-    outcome = await request.app[PIPELINE].invoke(identity, envelope)
+    body_bytes = len(await request.read())  # read already: the size bounds the args' size
+    outcome = await request.app[PIPELINE].invoke(identity, envelope, body_bytes)
     with tracing.span("respond"):
         return json_response(outcome.http_status, outcome.body, outcome.headers)
 

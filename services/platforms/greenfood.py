@@ -16,7 +16,7 @@ from services.sdk.service import ToolResult, make_manifest
 STOCK_MAX = 2_147_483_647  # greenfood_products.stock is an integer column
 PRICE_MAX = 1_000_000
 
-_PRODUCT_ID = {"type": "string", "pattern": "^[a-z][a-z0-9_-]{0,63}$"}
+_PRODUCT_ID = {"type": "string", "maxLength": 64, "pattern": "^[a-z][a-z0-9_-]{0,63}$"}
 _PRICE = {"type": "number", "minimum": 0, "maximum": PRICE_MAX}
 
 
@@ -99,7 +99,11 @@ MANIFEST = make_manifest(
         "input_schema": {
             "type": "object",
             "required": ["op"],
-            "properties": {"op": {"enum": list(OP_SCHEMAS)}},
+            # Every field any op takes, bounded; each op's own schema then narrows them.
+            "properties": {"op": {"enum": list(OP_SCHEMAS)},
+                           **{k: v for op in OP_SCHEMAS.values()
+                              for k, v in op["properties"].items() if k != "op"}},
+            "additionalProperties": False,
             "allOf": [
                 {"if": {"required": ["op"], "properties": {"op": {"const": op}}}, "then": schema}
                 for op, schema in OP_SCHEMAS.items()

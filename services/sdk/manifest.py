@@ -11,11 +11,14 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from services.sdk.bounds import max_json_bytes
 from services.sdk.categories import CATEGORIES
+from services.sdk.token_estimate import TokenEstimate
 
 # ASCII only: fullmatch with re.ASCII so look-alike letters and a trailing newline never pass.
 TOOL_NAME_RE = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)*", re.ASCII)
 TOOL_NAME_MAX = 64
+MAX_ARGS_BYTES_CAP = 64 << 20
 
 
 @functools.lru_cache(maxsize=1024)
@@ -70,6 +73,12 @@ class ToolManifest(BaseModel):
     input_schema: dict[str, Any]
     output_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
     timeout_ms: int | None = Field(default=None, gt=0)
+    # Metered tools (an LLM): how the proxy estimates a call's tokens from its arguments, to
+    # reserve them against the team's token quota before the call runs.
+    token_estimate: TokenEstimate | None = None
+    # The most bytes the arguments may take as compact JSON; checked by the proxy before the
+    # input schema. Default: what the input schema bounds, else the category's default.
+    max_args_bytes: int | None = Field(default=None, gt=0, le=MAX_ARGS_BYTES_CAP)
 
     @field_validator("tool_id")
     @classmethod
@@ -102,6 +111,14 @@ class ToolManifest(BaseModel):
             raise ValueError(
                 f"timeout_ms {self.timeout_ms} exceeds category {self.category}'s {spec.timeout_ms}"
             )
+        if self.token_estimate is not None:
+            problem = self.token_estimate.problem(self.input_schema)
+            if problem is not None:
+                raise ValueError(f"token_estimate: {problem}")
+        if self.max_args_bytes is None:
+            derived = max_json_bytes(self.input_schema)
+            bound = spec.max_args_bytes if derived is None else min(derived, MAX_ARGS_BYTES_CAP)
+            object.__setattr__(self, "max_args_bytes", bound)
         if self.category == "D" and not self.requires_approval:
             object.__setattr__(self, "requires_approval", True)
         return self
@@ -126,6 +143,8 @@ class ToolManifest(BaseModel):
     def entry(self, *, available: bool) -> dict[str, Any]:
         """The catalog entry as the API shows it."""
         data = self.model_dump(mode="json")
+        if data["token_estimate"] is None:  # shown only by the metered tools that declare one
+            del data["token_estimate"]
         data["capability"] = self.capability
         data["available"] = available
         return data

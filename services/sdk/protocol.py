@@ -53,6 +53,10 @@ def internal_subject(replica: str) -> str:
     """Where a plugin's internal() calls are relayed: the replica running the plugin call."""
     return f"toolproxy.plugins.internal.{replica}"
 
+# Reply error codes with a meaning for the proxy (any other code is the tool's own error).
+TIMEOUT = "timeout"  # the tool did not finish before its deadline
+BUSY = "busy"  # refused before running: the team's share of the service is in use
+
 
 class ToolRequest(BaseModel):
     """What a service receives: validated args and the trusted call context."""

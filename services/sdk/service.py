@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import importlib
+import multiprocessing
+import os
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +24,7 @@ from pydantic import ValidationError
 
 from services.sdk import protocol as p
 from services.sdk.errors import ManifestError, ToolError
+from services.sdk.fairness import TeamSlots
 from services.sdk.manifest import ToolManifest
 from services.sdk.validation import SchemaValidator
 
@@ -38,9 +45,17 @@ class CallContext:
     approval: str | None = None  # "per_call" | "standing" for calls that needed an approval
     approval_ref: str | None = None  # the approval's binding hash, or the standing approval's id
     replica: str | None = None  # the proxy replica running the call (plugin calls only)
+    # Where CPU-bound work runs (`await ctx.run_cpu(fn, *args)`): the service's worker
+    # processes when it has some (cpu_workers), else a thread.
+    executor: Executor | None = None
 
     def remaining(self) -> float:
         return self.deadline - time.time()
+
+    async def run_cpu(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Off the event loop; in a worker process, the GIL of the service's other tools is
+        left alone (fn and args must pickle: a module-level function)."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn, *args)
 
 
 @dataclass(slots=True)
@@ -107,7 +122,14 @@ class Service:
     name: str
     tools: list[ToolDef]
     heartbeat_s: float = 2.0
+    # Calls running at once in this instance, and a team's share of them (default: a quarter,
+    # at least 1) plus how many more of its calls may wait; past that a team's calls are
+    # answered busy at once (the proxy: 503 tool_busy), so no team fills the service.
     max_concurrency: int = 256
+    per_team_concurrency: int | None = None
+    max_queued_per_team: int = 64
+    # Worker processes for CPU-bound work (CallContext.run_cpu); 0: threads of this process.
+    cpu_workers: int = 0
     instance: str = field(default_factory=lambda: uuid.uuid4().hex)
     # Resources the tools own (an HTTP session...), released by stop() after the last call.
     on_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
@@ -115,13 +137,16 @@ class Service:
     _subs: list[Subscription] = field(default_factory=list, init=False)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
     _heartbeat: asyncio.Task[None] | None = field(default=None, init=False)
-    _slots: asyncio.Semaphore | None = field(default=None, init=False)
+    _slots: TeamSlots | None = field(default=None, init=False)
     _running: dict[str, asyncio.Task[Any]] = field(default_factory=dict, init=False)
+    _executor: ProcessPoolExecutor | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         names = [t.manifest.tool_id for t in self.tools]
         if len(names) != len(set(names)):
             raise ManifestError(f"service {self.name!r} declares a tool twice")
+        if self.per_team_concurrency is None:
+            self.per_team_concurrency = max(1, self.max_concurrency // 4)
         for t in self.tools:
             if t.manifest.approval_preview != (t.prepare is not None):
                 raise ManifestError(
@@ -134,7 +159,13 @@ class Service:
 
     async def start(self, nc: NATS) -> None:
         self._nc = nc
-        self._slots = asyncio.Semaphore(self.max_concurrency)
+        assert self.per_team_concurrency is not None
+        self._slots = TeamSlots(self.max_concurrency, self.per_team_concurrency,
+                                self.max_queued_per_team)
+        if self.cpu_workers > 0 and self._executor is None:
+            self._executor = ProcessPoolExecutor(
+                self.cpu_workers, mp_context=multiprocessing.get_context("spawn"),
+                initializer=_watch_parent, initargs=(os.getpid(),))
         for t in self.tools:
             sub = await nc.subscribe(
                 p.invoke_subject(t.manifest.tool_id),
@@ -155,6 +186,14 @@ class Service:
         await nc.flush()
         await self.announce()
         self._heartbeat = asyncio.create_task(self._beat(), name=f"heartbeat:{self.name}")
+        if self._executor is not None:
+            # The worker processes start (and import the handlers' modules) now, in the
+            # background: the first calls queue behind this rather than start them.
+            loop = asyncio.get_running_loop()
+            modules = sorted({t.handler.__module__ for t in self.tools})
+            for m in modules:
+                for _ in range(self.cpu_workers):
+                    loop.run_in_executor(self._executor, _warm, m)
 
     async def stop(self) -> None:
         if self._heartbeat is not None:
@@ -169,6 +208,10 @@ class Service:
         self._subs.clear()
         if self._tasks:
             await asyncio.wait(self._tasks, timeout=5)
+        if self._executor is not None:
+            # Waits for the worker processes to exit (a running call's work is bounded).
+            await asyncio.to_thread(self._executor.shutdown, True, cancel_futures=True)
+            self._executor = None
         for close in self.on_stop:
             try:
                 await close()
@@ -208,27 +251,31 @@ class Service:
             task.cancel()
 
     def _dispatcher(self, t: ToolDef, handler: Handler | None = None) -> Callable[[Msg], Awaitable[None]]:
-        # nats-py runs one callback at a time per subscription: hand each message to its own
-        # task so a slow call never blocks the next one; the semaphore bounds concurrency.
+        # nats-py runs one callback at a time per subscription: never wait here (one team's
+        # full share would hold up every team's calls); each admitted message gets its own
+        # task, which waits for a slot of its team.
         run = handler or t.handler
 
         async def on_msg(msg: Msg) -> None:
             assert self._slots is not None
-            await self._slots.acquire()
-            task = asyncio.create_task(self._handle(t, msg, run))
+            team = (msg.headers or {}).get(p.H_TEAM_ID, "")
+            if not self._slots.admit(team):
+                log.info("call_refused_busy", tool=t.manifest.tool_id, team_id=team)
+                with contextlib.suppress(Exception):
+                    await msg.respond(orjson.dumps(_error(
+                        p.BUSY, f"{t.manifest.tool_id} is serving this team's share of calls; "
+                        "retry shortly")))
+                return
+            task = asyncio.create_task(self._handle(t, msg, team, run))
             self._tasks.add(task)
-            task.add_done_callback(self._done)
+            task.add_done_callback(self._tasks.discard)
 
         return on_msg
 
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
+    async def _handle(self, t: ToolDef, msg: Msg, team: str, handler: Handler) -> None:
         assert self._slots is not None
-        self._slots.release()
-
-    async def _handle(self, t: ToolDef, msg: Msg, handler: Handler) -> None:
         headers = msg.headers or {}
-        ctx = _context(headers, t.manifest.deadline_ms)
+        ctx = _context(headers, t.manifest.deadline_ms, self._executor)
         bound = structlog.contextvars.bound_contextvars(
             call_id=ctx.call_id, decision_id=ctx.decision_id, tool=t.manifest.tool_id
         )
@@ -237,9 +284,13 @@ class Service:
             if ctx.call_id and current is not None:
                 self._running[ctx.call_id] = current
             try:
-                reply = await self._run(t, msg.data, ctx, handler)
+                async with self._slots.slot(team, timeout=max(ctx.remaining(), 0.0)):
+                    reply = await self._run(t, msg.data, ctx, handler)
             except asyncio.CancelledError:
                 return  # cancelled by the proxy: nobody waits for a reply any more
+            except TimeoutError:
+                log.info("deadline_passed_waiting_for_a_slot", team_id=team)
+                return  # the proxy has answered 504 already
             finally:
                 self._running.pop(ctx.call_id, None)
             if ctx.remaining() <= 0:
@@ -282,6 +333,23 @@ class Service:
         return {"ok": True, "output": result}
 
 
+def _watch_parent(parent: int) -> None:
+    """In a worker process: exit as soon as the service's process is gone, even killed (a
+    process pool's workers otherwise outlive a parent that could not shut them down)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _warm(module: str) -> None:
+    """In a worker process: import a handler's module before the first call needs it."""
+    importlib.import_module(module)
+
+
 def _short(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -290,7 +358,8 @@ def _error(code: str, message: str) -> dict[str, Any]:
     return {"ok": False, "error": {"code": code[:64], "message": _short(message, 1000)}}
 
 
-def _context(headers: dict[str, str], default_ms: int) -> CallContext:
+def _context(headers: dict[str, str], default_ms: int,
+             executor: Executor | None = None) -> CallContext:
     try:
         deadline = int(headers[p.H_DEADLINE]) / 1000.0
     except (KeyError, ValueError):
@@ -306,4 +375,5 @@ def _context(headers: dict[str, str], default_ms: int) -> CallContext:
         approval=headers.get(p.H_APPROVAL) or None,
         approval_ref=headers.get(p.H_APPROVAL_REF) or None,
         replica=headers.get(p.H_REPLICA) or None,
+        executor=executor,
     )

@@ -1,6 +1,8 @@
 """JSON Schema validation on the hot path: a compiled Rust validator (jsonschema-rs) answers
 "valid?" in about a microsecond; only an invalid instance pays for the Python validator's
-best-match error, so messages stay those of `jsonschema`."""
+error, so messages stay those of `jsonschema` — found with bounded work: sizes checked first,
+and the most relevant of the first few errors (services/sdk/bounds.py), so an invalid list of
+60,000 items is not walked item by item."""
 
 from __future__ import annotations
 
@@ -8,12 +10,14 @@ from typing import Any
 
 import jsonschema_rs
 from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError, best_match
+from jsonschema.exceptions import ValidationError
+
+from services.sdk.bounds import first_error, size_first
 
 
 class SchemaValidator:
     def __init__(self, schema: dict[str, Any]) -> None:
-        self._py = Draft202012Validator(schema)
+        self._py = Draft202012Validator(size_first(schema))
         try:
             self._rs: Any = jsonschema_rs.validator_for(schema)
         except Exception:  # a construct the Rust validator does not take: Python alone
@@ -27,4 +31,4 @@ class SchemaValidator:
                     return None
             except Exception:  # e.g. an integer beyond 64 bits: let the Python one decide
                 pass
-        return best_match(self._py.iter_errors(instance))
+        return first_error(self._py, instance)

@@ -1,0 +1,71 @@
+"""Choosing a target: the request and what is available (the model allowlist, the team's
+registered agents) in, the rules' choice and reasons out."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from services.agents.registry import AgentRepository
+from services.router.rules import RouterRules, RulesError
+from services.sdk import ToolError
+
+BYTES_PER_TOKEN = 4.0  # the same rough estimate the proxy reserves quota tokens with
+DEFAULT_COMPLETION_TOKENS = 512
+
+
+def prompt_tokens(text_bytes: int) -> int:
+    return math.ceil(text_bytes / BYTES_PER_TOKEN)
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    kind: str
+    id: str
+    reasons: list[str]
+    policy_revision: str
+
+    def output(self) -> dict[str, Any]:
+        return {"target": {"kind": self.kind, "id": self.id}, "reasons": self.reasons,
+                "policy_revision": self.policy_revision}
+
+
+def route_input(*, team_id: str, agent_id: str, task: str | None, prompt_tokens: int,
+                completion_tokens: int, cost_ceiling_1t: float | None, confidential: bool,
+                kinds: Sequence[str], models: Sequence[str], agents: Sequence[str]) -> dict[str, Any]:
+    """The rules' input document (router.rego's header says what each key means)."""
+    return {
+        "team_id": team_id, "agent_id": agent_id, "task": task,
+        "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+        "cost_ceiling_1t": cost_ceiling_1t, "confidential": confidential,
+        "kinds": list(kinds), "models": list(models), "agents": list(agents),
+    }
+
+
+class Router:
+    def __init__(self, rules: RouterRules, agents: AgentRepository, models: Sequence[str]) -> None:
+        self.rules = rules
+        self._agents = agents
+        self.models = tuple(models)
+
+    async def route(self, *, team_id: str, agent_id: str, task: str | None, prompt_tokens: int,
+                    completion_tokens: int = DEFAULT_COMPLETION_TOKENS,
+                    cost_ceiling_1t: float | None = None, confidential: bool = False,
+                    kinds: Sequence[str] = ("model", "agent")) -> Route:
+        """The chosen target; ToolError no_route when nothing fits, router_unavailable when
+        the rules cannot decide."""
+        agents = await self._agents.ids(team_id) if "agent" in kinds else []
+        doc = route_input(team_id=team_id, agent_id=agent_id, task=task, prompt_tokens=prompt_tokens,
+                          completion_tokens=completion_tokens, cost_ceiling_1t=cost_ceiling_1t,
+                          confidential=confidential, kinds=kinds, models=self.models, agents=agents)
+        try:
+            decision, revision = self.rules.decide(doc)
+        except RulesError as exc:
+            raise ToolError(str(exc), code="router_unavailable") from None
+        if decision.target is None:
+            why = ", ".join(decision.reasons)[:800]
+            raise ToolError(f"no model or agent fits this request under the routing rules ({why})",
+                            code="no_route")
+        return Route(decision.target.kind, decision.target.id, decision.reasons, revision)
