@@ -202,9 +202,13 @@ async def test_a_session_reaches_governance_routes_only(client, token, team) -> 
     console = await login(client, token(agent="gov", team=team, role="admin"))
     for path, body in (("/v1/tools/invoke", {"tool": "math", "args": {"expr": "1+1"}}),
                        ("/v1/openai/tool_calls", {"tool_calls": []}),
-                       ("/v1/runs", {}), ("/mcp", {"jsonrpc": "2.0", "id": 1, "method": "ping"})):
+                       ("/v1/runs", {})):
         status, answer = await console.post(path, body)
         assert (status, answer["error"]["code"]) == (401, "unauthenticated"), path
+    # /mcp refuses this Origin by itself (403); without one, the session does not reach it.
+    status, answer = await console.post("/mcp", {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                        with_origin=False)
+    assert (status, answer["error"]["code"]) == (401, "unauthenticated")
     status, _ = await console.get("/v1/tools")
     assert status == 401
 
