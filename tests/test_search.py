@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
+from typing import Any
 
 import asyncpg
 import pytest
 
+from services import search as search_service
+from services.sdk.service import CallContext
+from services.search import SearchSettings
 from tests.conftest import invoke
 from tests.data_helpers import BOUNDARY, assert_bad_input, grant_tools, ok
+from tests.tool_harness import run_tool
 
 DOCS = {
     "runbook-db": ("Database failover runbook",
@@ -161,3 +168,62 @@ async def test_the_search_sql_ranks_and_bounds_over_many_documents(db_pool: asyn
     assert all("**word7**" in h["snippet"] for h in hits[1:])
     assert [h["doc_id"] for h in even] == []  # every word7 document is odd
     assert len(top) == 4 and top[0]["candidates"] == MAX_RANKED  # "filler" matches them all
+
+
+# --- the team's bounds ---------------------------------------------------------------------
+
+SMALL = SearchSettings(team_max_docs=3, team_max_bytes=250)
+
+
+async def index(pool: asyncpg.Pool, team: str, doc_id: str, text: str,
+                settings: SearchSettings = SMALL) -> str | None:
+    """The tool's own error code, or None when it indexed."""
+    (tool,) = [t for t in search_service.service(pool, settings).tools
+               if t.manifest.tool_id == "search.index"]
+    ctx = CallContext(call_id=str(uuid.uuid4()), decision_id="d", team_id=team, agent_id="a",
+                      run_id=None, deadline=time.time() + 10)
+    out: dict[str, Any] = await run_tool(tool, {"doc_id": doc_id, "title": "t", "text": text}, ctx)
+    return None if out["ok"] else out["error"]["code"]
+
+
+async def usage(pool: asyncpg.Pool, team: str) -> tuple[int, int]:
+    row = await pool.fetchrow("SELECT docs, bytes FROM search_usage WHERE team_id = $1", team)
+    actual = await pool.fetchrow(
+        "SELECT count(*) AS n, coalesce(sum(octet_length(title) + octet_length(body)), 0) AS b "
+        "FROM search_documents WHERE team_id = $1", team)
+    assert (row["docs"], row["bytes"]) == (actual["n"], actual["b"])  # kept in step
+    return row["docs"], row["bytes"]
+
+
+async def test_a_team_indexes_within_its_document_and_byte_bounds(db_pool: asyncpg.Pool) -> None:
+    team = f"t_{uuid.uuid4().hex[:10]}"
+    assert await index(db_pool, team, "a", "x" * 99) is None  # 1 + 99 bytes
+    assert await index(db_pool, team, "b", "é" * 50) is None  # 1 + 100 bytes: bytes, not characters
+    assert await index(db_pool, team, "c", "x" * 60) == "team_index_full"  # 201 + 61 > 250
+    assert await usage(db_pool, team) == (2, 201)
+    assert await index(db_pool, team, "a", "x" * 9) is None  # a replace frees the old size
+    assert await usage(db_pool, team) == (2, 111)
+    assert await index(db_pool, team, "c", "x" * 9) is None
+    assert await index(db_pool, team, "d", "x") == "team_document_limit"
+    assert await index(db_pool, team, "c", "x" * 19) is None  # replacing never counts as a new document
+    assert await usage(db_pool, team) == (3, 131)
+    other = f"t_{uuid.uuid4().hex[:10]}"  # bounds are per team
+    assert await index(db_pool, other, "d", "x") is None
+
+
+async def test_a_refused_replace_keeps_the_old_document(db_pool: asyncpg.Pool) -> None:
+    team = f"t_{uuid.uuid4().hex[:10]}"
+    assert await index(db_pool, team, "keep", "old") is None
+    assert await index(db_pool, team, "filler", "y" * 200) is None
+    assert await index(db_pool, team, "keep", "n" * 100) == "team_index_full"
+    body = await db_pool.fetchval(
+        "SELECT body FROM search_documents WHERE team_id = $1 AND doc_id = 'keep'", team)
+    assert body == "old"
+    assert await usage(db_pool, team) == (2, 205)
+
+
+async def test_concurrent_indexers_cannot_overrun_the_team_bounds(db_pool: asyncpg.Pool) -> None:
+    team = f"t_{uuid.uuid4().hex[:10]}"
+    codes = await asyncio.gather(*(index(db_pool, team, f"d{i}", "x" * 99) for i in range(8)))
+    assert sorted(str(c) for c in codes) == ["None", "None"] + ["team_index_full"] * 6
+    assert await usage(db_pool, team) == (2, 200)

@@ -193,6 +193,31 @@ async def test_upstream_errors_end_the_turn_with_a_code(model_app, token, team, 
         assert status == 201 and done["status"] == "FAILED" and done["error"]["code"] == code
 
 
+async def test_a_redirecting_upstream_is_not_followed(model_app, token, team) -> None:
+    """The key and the turn's messages go to the configured address only: a redirect (to a
+    model that would answer) ends the turn `upstream_error`, and the target sees nothing."""
+    from aiohttp import web
+
+    async with FakeModel(scripted(say("followed"))) as target:
+        async def redirect(_request: web.Request) -> web.Response:
+            raise web.HTTPTemporaryRedirect(f"{target.base_url}/chat/completions")
+
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", redirect)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        port = free_port()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        try:
+            client = await model_app(f"http://127.0.0.1:{port}/v1")
+            status, done = await start_turn(client, token(team=team), "Hello?", agent="model")
+        finally:
+            await runner.cleanup()
+        assert status == 201 and done["status"] == "FAILED"
+        assert done["error"]["code"] == "upstream_error"
+        assert target.requests == []
+
+
 async def test_the_run_token_budget_stops_the_model(model_app, token, team) -> None:
     async with FakeModel(scripted(call(("math", {"expr": "1"})), call(("math", {"expr": "2"})),
                                   say("never reached"))) as fake:

@@ -8,7 +8,7 @@ from typing import Any
 
 import openai
 import structlog
-from openai import AsyncOpenAI
+from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion
 
@@ -48,9 +48,12 @@ class ModelClient:
         key = settings.model_api_key.get_secret_value() if settings.model_api_key else "unused"
         self.model = settings.model_name
         self.stream = settings.model_stream
+        # No redirects: the configured address is the only one the key and the turn's
+        # messages are sent to (as for llm.chat's upstream).
         self._client = AsyncOpenAI(base_url=settings.model_base_url, api_key=key,
                                    timeout=settings.model_timeout_s,
-                                   max_retries=settings.model_max_retries)
+                                   max_retries=settings.model_max_retries,
+                                   http_client=DefaultAsyncHttpxClient(follow_redirects=False))
 
     async def close(self) -> None:
         await self._client.close()

@@ -12,20 +12,22 @@ from services.sdk import CallContext, Service, ToolError
 from services.sdk.records import agent_of, team_of
 from services.sdk.service import ToolDef, ToolResult
 from services.search import manifests
+from services.search.config import SearchSettings
 from services.search.store import STATEMENT_TIMEOUT_MS, search, upsert
 
-__all__ = ["service"]
+__all__ = ["SearchSettings", "service"]
 
 
-def service(pool: asyncpg.Pool) -> Service:
-    """The search service, bound to one connection pool."""
+def service(pool: asyncpg.Pool, settings: SearchSettings | None = None) -> Service:
+    """The search service, bound to one connection pool and its team bounds."""
+    limits = settings or SearchSettings()
 
     async def index(args: dict[str, Any], ctx: CallContext) -> ToolResult:
         team, agent = team_of(ctx), agent_of(ctx)
         doc_id = args["doc_id"]
         try:
             replaced = await upsert(pool, team, doc_id, args["title"], args["text"],
-                                    sorted(args.get("tags", [])), agent)
+                                    sorted(args.get("tags", [])), agent, limits)
         except asyncpg.ProgramLimitExceededError:
             raise ToolError("the document is too large to index (its word index exceeds 1 MB)",
                             code="document_too_large") from None

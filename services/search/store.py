@@ -1,10 +1,14 @@
-"""The SQL of the search service: upsert a document, rank and snippet the team's matches."""
+"""The SQL of the search service: upsert a document within the team's bounds, rank and snippet
+the team's matches."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import asyncpg
+
+from services.sdk import ToolError
+from services.search.config import SearchSettings
 
 STATEMENT_TIMEOUT_MS = 2_000
 # Marks a model reads as emphasis; never HTML (a snippet is text from the document).
@@ -18,6 +22,12 @@ ON CONFLICT (team_id, doc_id) DO UPDATE
         indexed_by = EXCLUDED.indexed_by, indexed_at = now()
 RETURNING (xmax <> 0) AS replaced
 """
+_LOCK_USAGE = """INSERT INTO search_usage AS u (team_id) VALUES ($1)
+                 ON CONFLICT (team_id) DO UPDATE SET docs = u.docs
+                 RETURNING docs, bytes"""
+_EXISTING = """SELECT octet_length(title) + octet_length(body) FROM search_documents
+               WHERE team_id = $1 AND doc_id = $2"""
+_USAGE = "UPDATE search_usage SET docs = docs + $2, bytes = bytes + $3 WHERE team_id = $1"
 
 # Rank the team's matches (the (team, tsv) GIN index finds them), keep the best, and only
 # then build snippets: ts_headline re-parses a document, so it runs on `limit` rows at most.
@@ -48,9 +58,24 @@ ORDER BY rank DESC, doc_id
 
 
 async def upsert(pool: asyncpg.Pool, team: str, doc_id: str, title: str, body: str,
-                 tags: list[str], agent: str) -> bool:
-    """Add or replace one document (one statement: all of it or nothing). True if replaced."""
-    return bool(await pool.fetchval(UPSERT, team, doc_id, title, body, tags, agent))
+                 tags: list[str], agent: str, limits: SearchSettings) -> bool:
+    """Add or replace one document, all or nothing, within the team's bounds. True if replaced.
+    The team's usage row is locked first, so its writers take turns and the bounds hold."""
+    size = len(title.encode()) + len(body.encode())
+    async with pool.acquire() as conn, conn.transaction():
+        usage = await conn.fetchrow(_LOCK_USAGE, team)
+        old = await conn.fetchval(_EXISTING, team, doc_id)
+        docs = usage["docs"] + (1 if old is None else 0)
+        size_after = usage["bytes"] - (old or 0) + size
+        if docs > limits.team_max_docs:
+            raise ToolError(f"your team has already indexed {usage['docs']} documents, the most "
+                            "it may", code="team_document_limit")
+        if size_after > limits.team_max_bytes:
+            raise ToolError(f"this document would bring your team's index to {size_after} bytes, "
+                            f"over its {limits.team_max_bytes}-byte limit", code="team_index_full")
+        replaced = bool(await conn.fetchval(UPSERT, team, doc_id, title, body, tags, agent))
+        await conn.execute(_USAGE, team, docs - usage["docs"], size_after - usage["bytes"])
+    return replaced
 
 
 async def search(pool: asyncpg.Pool, team: str, query: str, limit: int,
