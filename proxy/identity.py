@@ -38,3 +38,8 @@ class Identity:
     @property
     def is_admin(self) -> bool:
         return self.role == "admin"
+
+    @property
+    def actor(self) -> str:
+        """Who did it, as audit columns record it (`created_by`, `decided_by`, ...)."""
+        return f"{self.role}:{self.agent_id}@{self.team_id}"

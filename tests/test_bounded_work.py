@@ -197,7 +197,6 @@ async def test_another_team_is_served_while_one_team_saturates_a_service(
 
 async def test_cpu_workers_leave_with_their_service(nats_url: str) -> None:
     """A service's worker processes end when it stops, and when its process dies unannounced."""
-    import os
     import signal
     import subprocess
     import sys

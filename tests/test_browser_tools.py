@@ -95,7 +95,7 @@ async def test_browser_lite_refuses_ssrf_before_any_connection(client, reader, w
         f"http://site.test:{port}/",  # an allowlisted name, another port
         web_site.url(f"/redirect?to=http://127.0.0.1:{port}/"),  # a redirect to loopback
         web_site.url("/redirect?to=http://169.254.169.254/latest/meta-data/"),
-        f"http://reader@site.test:{web_site.port}/page", f"file:///etc/passwd",
+        f"http://reader@site.test:{web_site.port}/page", "file:///etc/passwd",
         "http://169.254.169.254/latest/meta-data/",
     ]
     for url in attempts:

@@ -52,10 +52,6 @@ def _require_admin(identity: Identity) -> None:
         raise Forbidden("registering and removing agents needs an admin token")
 
 
-def _who(identity: Identity) -> str:
-    return f"{identity.role}:{identity.agent_id}@{identity.team_id}"
-
-
 def _repo(request: web.Request) -> AgentRepository:
     return AgentRepository(request.app[POOL])
 
@@ -77,7 +73,7 @@ async def register(request: web.Request) -> web.Response:
     try:
         agent, created = await _repo(request).put(
             agent_id=body.agent_id, team_id=body.team_id, description=body.description,
-            input_schema=body.input_schema, created_by=_who(identity))
+            input_schema=body.input_schema, created_by=identity.actor)
     except AgentTaken:
         raise AgentIdTaken(f"agent id {body.agent_id!r} is registered to another team") from None
     return json_response(201 if created else 200, {"agent": agent.as_json(), "created": created})

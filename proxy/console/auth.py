@@ -38,7 +38,7 @@ def cookie_secret(request: web.Request) -> str | None:
 
 
 def rate_key(identity: Identity) -> str:
-    return f"{identity.role}:{identity.agent_id}@{identity.team_id}"
+    return identity.actor
 
 
 async def current_session(request: web.Request, *, mutation: bool) -> Session:

@@ -67,10 +67,6 @@ class PluginName(BaseModel):
     name: str = _NAME
 
 
-def _who(identity: Identity) -> str:
-    return f"{identity.role}:{identity.agent_id}@{identity.team_id}"
-
-
 def _require_admin(identity: Identity) -> None:
     if not identity.is_admin:
         raise Forbidden("installing and removing plugins needs an admin token")
@@ -112,7 +108,7 @@ async def install(request: web.Request) -> web.Response:
     if _name_taken(request, plugin.manifest.name):
         raise PluginNameTaken(f"{plugin.manifest.name!r} is a built-in tool's name")
     try:
-        installed = await request.app[PLUGIN_REGISTRY].install(plugin, installed_by=_who(identity))
+        installed = await request.app[PLUGIN_REGISTRY].install(plugin, installed_by=identity.actor)
     except VersionExists as exc:
         raise PluginVersionExists(str(exc)) from None
     return json_response(201 if installed.created else 200,
@@ -140,7 +136,7 @@ async def enable(request: web.Request) -> web.Response:
     _check_name(body.name, body.version)
     if _name_taken(request, body.name):
         raise PluginNameTaken(f"{body.name!r} is a built-in tool's name")
-    row = await request.app[PLUGIN_REGISTRY].enable(body.name, body.version, by=_who(identity))
+    row = await request.app[PLUGIN_REGISTRY].enable(body.name, body.version, by=identity.actor)
     if row is None:
         raise NotFound(f"{body.name} {body.version} is not installed")
     await request.app[PLUGIN_DIRECTORY].refresh()  # this replica at once; others on NOTIFY

@@ -60,7 +60,7 @@ async def put_egress(request: web.Request) -> web.Response:
     require_governance(identity, body.team_id)
     patterns = egress_patterns(body.hosts)
     entry = await egress.put_hosts(request.app[POOL], body.team_id, patterns,
-                                   by=f"{identity.role}:{identity.agent_id}@{identity.team_id}")
+                                   by=identity.actor)
     return json_response(200, {"egress": entry})
 
 

@@ -95,7 +95,7 @@ def _require_admin(request: web.Request) -> str:
     identity = identity_of(request)
     if not identity.is_admin:
         raise Forbidden("external APIs are registered by admin tokens")
-    return f"{identity.role}:{identity.agent_id}@{identity.team_id}"
+    return identity.actor
 
 
 @routes.post("/v1/admin/external-apis")

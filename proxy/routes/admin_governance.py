@@ -86,7 +86,7 @@ async def put_override(request: web.Request) -> web.Response:
     o = await request.app[OVERRIDE_REPO].put(
         team_id=body.team_id, agent_id=body.agent_id, tool=body.tool, effect=body.effect,
         timeout_ms=body.timeout_ms, rate_per_minute=body.rate_per_minute, reason=body.reason,
-        created_by=f"{identity.role}:{identity.agent_id}@{identity.team_id}",
+        created_by=identity.actor,
         expires_at=body.expires_at,
     )
     await applied_here(request, body.team_id)
@@ -164,7 +164,7 @@ async def push_policies(request: web.Request) -> web.Response:
         raise PolicyRejected(f"{len(failed)} policy test(s) failed: {listed}")
     # The tests it was pushed with and their results are kept with it (shown by the console).
     revision = await activate(request.app[POOL], policies,
-                              created_by=f"{identity.role}:{identity.agent_id}@{identity.team_id}",
+                              created_by=identity.actor,
                               test_results=[asdict(r) for r in results])
     pinned = request.app[SETTINGS].policy_dir is not None
     return json_response(201, {"revision": revision, "active": True,

@@ -68,7 +68,7 @@ async def add_grant(request: web.Request) -> web.Response:
         team_id=body.team_id,
         agent_id=body.agent_id,
         capability=body.capability,
-        created_by=f"{identity.role}:{identity.agent_id}@{identity.team_id}",
+        created_by=identity.actor,
         expires_at=body.expires_at,
     )
     await applied_here(request, body.team_id)

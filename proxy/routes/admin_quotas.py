@@ -56,7 +56,7 @@ async def set_quota(request: web.Request) -> web.Response:
     q = await request.app[QUOTA_REPO].put(
         Quota(team_id=body.team_id, agent_id=body.agent_id, invocations=body.invocations,
               tokens=body.tokens, compute_units=body.compute_units, cost_1t=body.cost_1t),
-        by=f"{identity.role}:{identity.agent_id}@{identity.team_id}",
+        by=identity.actor,
     )
     await applied_here(request, body.team_id)
     return json_response(201, {"quota": q.as_json()})

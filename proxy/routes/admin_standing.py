@@ -112,7 +112,7 @@ async def add_standing(request: web.Request) -> web.Response:
     created = await request.app[STANDING_REPO].add(
         team_id=body.team_id, agent_id=body.agent_id, tool=body.tool, args=body.args,
         args_schema=body.args_schema, expires_at=body.expires_at, max_calls=body.max_calls,
-        reason=body.reason, created_by=f"{identity.role}:{identity.agent_id}@{identity.team_id}",
+        reason=body.reason, created_by=identity.actor,
         creator_agent=identity.agent_id, creator_team=identity.team_id,
     )
     # In force on this replica before it answers; the others follow their NOTIFY.
@@ -153,7 +153,7 @@ async def revoke_standing(request: web.Request) -> web.Response:
     # Another team's standing approval does not exist for this caller (admins see all).
     if current is None or (current.team_id != identity.team_id and not identity.is_admin):
         raise NotFound("no such standing approval")
-    revoked = await repo.revoke(sid, by=f"{identity.role}:{identity.agent_id}@{identity.team_id}")
+    revoked = await repo.revoke(sid, by=identity.actor)
     if revoked is None:
         raise NotFound("no such standing approval")
     await request.app[STANDING].reload_team(revoked.team_id)

@@ -71,7 +71,7 @@ async def put_team_rule(request: web.Request) -> web.Response:
         team_id=body.team_id, tool=body.tool, deny=body.deny,
         require_approval=body.require_approval, timeout_ms=body.timeout_ms,
         rate_per_minute=body.rate_per_minute, reason=body.reason,
-        created_by=f"{identity.role}:{identity.agent_id}@{identity.team_id}",
+        created_by=identity.actor,
         expires_at=body.expires_at,
     )
     await applied_here(request, body.team_id)

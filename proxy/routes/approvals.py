@@ -72,7 +72,7 @@ async def decide(request: web.Request) -> web.Response:
         approval = await flow.decide(
             approval_id,
             approve=body.decision == "approve",
-            by=f"{identity.role}:{identity.agent_id}@{identity.team_id}",
+            by=identity.actor,
             reason=body.reason,
         )
     except ApprovalError as exc:
