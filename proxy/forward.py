@@ -28,6 +28,7 @@ class CallMeta:
     approval: str | None = None  # "per_call" | "standing" (proxy.binding.approval_meta)
     approval_ref: str | None = None
     replica: str | None = None  # plugin calls: where the plugin's internal() calls come back
+    turn_id: str | None = None  # the agent turn that made the call, if any
 
 
 class BadToolReply(Exception):
@@ -44,6 +45,8 @@ def headers_for(meta: CallMeta, deadline_epoch_s: float) -> dict[str, str]:
     }
     if meta.run_id:
         h[p.H_RUN_ID] = meta.run_id
+    if meta.turn_id:
+        h[p.H_TURN_ID] = meta.turn_id
     if meta.confidential:
         h[p.H_CONFIDENTIAL] = "1"
     if meta.approval:

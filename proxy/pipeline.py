@@ -438,7 +438,7 @@ class Pipeline:
             call_id=call.call_id, decision_id=call.decision_id, team_id=call.identity.team_id,
             agent_id=call.identity.agent_id, run_id=call.agent_run_id, confidential=call.confidential,
             **approval_meta(call.approval),
-            replica=self.inflight.instance_id if m.plugin else None,
+            replica=self.inflight.instance_id if m.plugin else None, turn_id=call.turn_id,
         )
         started = call.forwarded_at = datetime.now(timezone.utc)
         self._emit(call, "agent.tool.started", payload={"tool": m.tool_id, "timeout_ms": timeout_ms})

@@ -159,6 +159,21 @@ async def test_ids_travel_in_nats_headers(client, token, team) -> None:
                    "team_id": team, "agent_id": "agent-7", "run_id": "run-9"}
     assert fixture_services.seen[-1].call_id == body["call_id"]
     assert H_CALL_ID == "Toolproxy-Call-Id"
+    assert fixture_services.seen[-1].turn_id is None  # not made by a turn
+
+
+async def test_a_turns_call_carries_its_turn_id_to_the_service(client, team) -> None:
+    """A call a turn makes (proxy.turns.context) reaches its service with the turn's id."""
+    from proxy.envelope import InvokeRequest
+    from proxy.identity import Identity
+
+    identity = Identity(agent_id="agent-7", team_id=team, role="agent", token_id="t")
+    request = InvokeRequest(tool="testsvc.echo", args={"say": "hi"},
+                            context={"agent_run_id": "run-9", "team_id": team})
+    outcome = await client.app[appkeys.PIPELINE].invoke(identity, request, turn_id="turn-42")
+    assert outcome.http_status == 200, outcome.body
+    seen = fixture_services.seen[-1]
+    assert (seen.call_id, seen.turn_id, seen.run_id) == (outcome.body["call_id"], "turn-42", "run-9")
 
 
 @pytest.mark.parametrize("source", [

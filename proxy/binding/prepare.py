@@ -38,7 +38,7 @@ def meta_of(call: Call) -> CallMeta:
     return CallMeta(
         call_id=call.call_id, decision_id=call.decision_id, team_id=call.identity.team_id,
         agent_id=call.identity.agent_id, run_id=call.agent_run_id, confidential=call.confidential,
-        **approval_meta(call.approval),
+        **approval_meta(call.approval), turn_id=call.turn_id,
     )
 
 

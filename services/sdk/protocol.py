@@ -36,6 +36,7 @@ H_DECISION_ID = "Toolproxy-Decision-Id"
 H_TEAM_ID = "Toolproxy-Team-Id"
 H_AGENT_ID = "Toolproxy-Agent-Id"
 H_RUN_ID = "Toolproxy-Run-Id"
+H_TURN_ID = "Toolproxy-Turn-Id"  # the agent turn that made the call, if any
 H_DEADLINE = "Toolproxy-Deadline"  # absolute, unix epoch milliseconds
 H_CONFIDENTIAL = "Toolproxy-Confidential"
 # How a call needing approval was authorized: "per_call" (its approval's binding, the hash of

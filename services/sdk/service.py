@@ -45,6 +45,7 @@ class CallContext:
     approval: str | None = None  # "per_call" | "standing" for calls that needed an approval
     approval_ref: str | None = None  # the approval's binding hash, or the standing approval's id
     replica: str | None = None  # the proxy replica running the call (plugin calls only)
+    turn_id: str | None = None  # the agent turn that made the call, if any
     # Where CPU-bound work runs (`await ctx.run_cpu(fn, *args)`): the service's worker
     # processes when it has some (cpu_workers), else a thread.
     executor: Executor | None = None
@@ -375,5 +376,6 @@ def _context(headers: dict[str, str], default_ms: int,
         approval=headers.get(p.H_APPROVAL) or None,
         approval_ref=headers.get(p.H_APPROVAL_REF) or None,
         replica=headers.get(p.H_REPLICA) or None,
+        turn_id=headers.get(p.H_TURN_ID) or None,
         executor=executor,
     )
