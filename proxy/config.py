@@ -9,6 +9,7 @@ from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from proxy.http.allowlists import HostAllowlist
+from proxy.identity import is_valid_id
 
 
 class Settings(BaseSettings):
@@ -84,6 +85,10 @@ class Settings(BaseSettings):
     # request carrying any other Origin gets 403 (DNS rebinding); no Origin: unaffected.
     # Default: the proxy's own origins (localhost and the listen address, at its port).
     allowed_origins: str | None = None
+    # Teams whose governance tokens may enable and disable plugins (comma-separated team ids).
+    # The catalog is platform-wide, so a plugin switch changes what every team may run: by
+    # default only admins do it; list the platform's own governance team here.
+    plugin_governance_teams: str = Field(default="", max_length=4096)
     max_output_bytes: int = Field(default=256 << 10, ge=1024)  # inline; larger: an artifact
     max_artifact_bytes: int = Field(default=4 << 20, ge=1024)  # a reply larger is refused
     idempotency_ttl_s: int = Field(default=24 * 3600, ge=1, le=30 * 24 * 3600)
@@ -132,9 +137,16 @@ class Settings(BaseSettings):
             raise ValueError(f"{self.jwt_algorithm} needs TOOLPROXY_JWT_PUBLIC_KEY_FILE")
         if self.pdp == "opa" and not self.opa_url:
             raise ValueError("TOOLPROXY_PDP=opa needs TOOLPROXY_OPA_URL")
+        for team in self.plugin_governors:
+            if not is_valid_id(team):
+                raise ValueError(f"TOOLPROXY_PLUGIN_GOVERNANCE_TEAMS: {team!r} is not a team id")
         if self.allowed_hosts is not None:
             HostAllowlist.parse(self.allowed_hosts)  # a malformed entry fails at start
         return self
+
+    @property
+    def plugin_governors(self) -> frozenset[str]:
+        return frozenset(t.strip() for t in self.plugin_governance_teams.split(",") if t.strip())
 
     def require_database_url(self) -> str:
         if self.database_url is None:

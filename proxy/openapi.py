@@ -114,6 +114,7 @@ CALL_OUTCOMES: dict[int, Schema | tuple[str, Schema] | None] = {
     404: ref("Error"), 409: ref("Error"), 429: ref("Error"), 502: ref("Error"), 504: ref("Error"),
 }
 GOVERNANCE = {403: ref("Error")}
+_PLATFORM_GOVERNANCE = "admins, or governance of a team in TOOLPROXY_PLUGIN_GOVERNANCE_TEAMS"
 AGENT = obj(["agent_id", "team_id", "description", "input_schema", "created_by", "created_at",
              "updated_at"],
             {"agent_id": STR, "team_id": STR, "description": STR, "input_schema": {"type": "object"},
@@ -251,10 +252,11 @@ OPERATIONS: list[Op] = [
         **GOVERNANCE, 409: ref("Error")}, PluginInstall),
     Op("get", "/v1/admin/plugins", "plugins", "Installed plugin versions",
        {200: listing("plugins", {"type": "object"}), **GOVERNANCE}),
-    Op("post", "/v1/admin/plugins/enable", "plugins", "Enable one version of a plugin (governance)",
+    Op("post", "/v1/admin/plugins/enable", "plugins",
+       f"Enable one version of a plugin ({_PLATFORM_GOVERNANCE})",
        {200: wrap("plugin", {"type": "object"}), **GOVERNANCE, 404: ref("Error"), 409: ref("Error")},
        PluginVersion),
-    Op("post", "/v1/admin/plugins/disable", "plugins", "Disable a plugin (governance)",
+    Op("post", "/v1/admin/plugins/disable", "plugins", f"Disable a plugin ({_PLATFORM_GOVERNANCE})",
        {200: wrap("plugin", {"type": "object"}), **GOVERNANCE, 404: ref("Error")}, PluginName),
     Op("post", "/v1/admin/plugins/remove", "plugins", "Remove an installed, disabled version (admins)",
        {200: obj(["plugin", "removed"], {"plugin": {"type": "object"}, "removed": {"const": True}}),

@@ -161,7 +161,9 @@ async def plugin_host(plugin_db: str, nats_url: str) -> AsyncIterator[PluginHost
 @pytest.fixture
 async def pclient(aiohttp_client: Callable[..., object], settings: Settings, plugin_db: str,
                   builtin: object, plugin_host: PluginHost) -> TestClient:
-    app = create_app(settings.model_copy(update={"database_url": SecretStr(plugin_db)}))
+    # The governance of "ops" stands for the platform's own (it may switch plugins).
+    app = create_app(settings.model_copy(update={"database_url": SecretStr(plugin_db),
+                                                 "plugin_governance_teams": "ops"}))
     c: TestClient = await aiohttp_client(app)  # type: ignore[misc]
     await app[appkeys.CATALOG].wait_available(list(BUILTIN_TOOLS), timeout=10)
     return c

@@ -84,9 +84,16 @@ async def test_who_may_install_enable_disable_remove(pclient, token) -> None:
     assert status == 201 and body["plugin"]["enabled"] is False
     status, body = await enable(pclient, token(agent="a", team="ops"), "roles.probe", "1.0.0")
     assert (status, body["error"]["code"]) == (403, "forbidden")
-    gov = token(agent="gov-2", team="t-any", role="governance")
+    # A team's governance switches no plugin: the catalog is every team's (issue 10 §1). Only
+    # admins and the governance of the teams the operator named (here "ops") do.
+    other = token(agent="gov-3", team="t-any", role="governance")
+    status, body = await enable(pclient, other, "roles.probe", "1.0.0")
+    assert (status, body["error"]["code"]) == (403, "forbidden")
+    gov = token(agent="gov-2", team="ops", role="governance")
     status, body = await enable(pclient, gov, "roles.probe", "1.0.0")
-    assert status == 200 and body["plugin"]["enabled_by"] == "governance:gov-2@t-any"
+    assert status == 200 and body["plugin"]["enabled_by"] == "governance:gov-2@ops"
+    r = await pclient.post("/v1/admin/plugins/disable", headers=bearer(other), json={"name": "roles.probe"})
+    assert r.status == 403
     r = await pclient.post("/v1/admin/plugins/remove", headers=bearer(gov),
                            json={"name": "roles.probe", "version": "1.0.0"})
     assert r.status == 403

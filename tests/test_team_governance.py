@@ -76,6 +76,15 @@ async def test_team_b_governance_cannot_change_any_decision_of_team_a(client, to
         ("POST", "/v1/admin/team-rules/delete", {"team_id": team_a, "tool": "text"}, 403),
         ("POST", f"/v1/approvals/{held['approval_id']}/decision", {"decision": "approve"}, 404),
         ("POST", f"/v1/calls/{held['call_id']}/cancel", None, 404),
+        ("POST", "/v1/admin/standing-approvals", {
+            "team_id": team_a, "tool": "text", "expires_at": "2099-01-01T00:00:00Z",
+            "max_calls": 10}, 403),
+        ("POST", "/v1/admin/egress", {"team_id": team_a, "hosts": ["example.com"]}, 403),
+        # Platform-wide switches: the catalog and the registrations are every team's.
+        ("POST", "/v1/admin/plugins/enable", {"name": "text.wordfreq", "version": "1.0.0"}, 403),
+        ("POST", "/v1/admin/plugins/disable", {"name": "text.wordfreq"}, 403),
+        ("POST", "/v1/admin/external-apis/delete", {"name": "anything"}, 403),
+        ("POST", "/v1/admin/agents/remove", {"agent_id": "anything"}, 403),
         ("GET", f"/v1/admin/team-rules?team_id={team_a}", None, 403),
         ("GET", f"/v1/approvals?team_id={team_a}", None, 403),
     ]

@@ -23,7 +23,7 @@ def _line(p: dict[str, object]) -> str:
 def cmd_plugins(a: argparse.Namespace) -> int:
     data_dir = data_dir_of(a.data_dir)
     url = stack_url(a.url, data_dir)
-    # Enabling is a governance act: pass a governance token, or use the data dir's admin one.
+    # Enabling is a platform governance act: pass such a token, or use the data dir's admin one.
     token = a.token or os.environ.get("TOOLPROXY_TOKEN") or admin_token(data_dir)
     if a.action == "list":
         params = {"name": a.target} if a.target else None
@@ -61,7 +61,8 @@ def cmd_plugins(a: argparse.Namespace) -> int:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     sp = sub.add_parser("plugins", help="install, list, enable, disable and remove plugins",
-                        description="install (admin), list, enable and disable (governance), remove (admin)")
+                        description="install (admin), list (governance), enable and disable (admin, or governance of "
+                                    "a team in TOOLPROXY_PLUGIN_GOVERNANCE_TEAMS), remove (admin)")
     sp.set_defaults(func=cmd_plugins)
     sp.add_argument("action", choices=["install", "list", "enable", "disable", "remove"])
     sp.add_argument("target", nargs="?", help="install: a bundle directory or .tar.gz; others: the plugin name")

@@ -9,7 +9,7 @@ import binascii
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field
 
-from proxy.appkeys import CATALOG, PLUGIN_DIRECTORY, PLUGIN_REGISTRY, identity_of
+from proxy.appkeys import CATALOG, PLUGIN_DIRECTORY, PLUGIN_REGISTRY, SETTINGS, identity_of
 from proxy.body import read_model
 from proxy.errors import ApiError, Conflict, Forbidden, InvalidRequest, NotFound
 from proxy.identity import Identity
@@ -77,6 +77,17 @@ def _require_governance(identity: Identity) -> None:
         raise Forbidden("this route needs a governance or admin token")
 
 
+def _require_platform_governance(request: web.Request, identity: Identity) -> None:
+    """Enabling or disabling a plugin changes the catalog of every team: an admin, or the
+    governance of a team the operator named (TOOLPROXY_PLUGIN_GOVERNANCE_TEAMS)."""
+    if identity.is_admin:
+        return
+    if identity.is_governance and identity.team_id in request.app[SETTINGS].plugin_governors:
+        return
+    raise Forbidden("enabling and disabling plugins changes every team's catalog: it needs an "
+                    "admin token, or governance of a team in TOOLPROXY_PLUGIN_GOVERNANCE_TEAMS")
+
+
 def _check_name(name: str, version: str | None = None) -> None:
     if not is_valid_tool_name(name):
         raise InvalidRequest("name is not a plugin (tool) name")
@@ -131,7 +142,7 @@ async def list_plugins(request: web.Request) -> web.Response:
 @routes.post("/v1/admin/plugins/enable")
 async def enable(request: web.Request) -> web.Response:
     identity = identity_of(request)
-    _require_governance(identity)
+    _require_platform_governance(request, identity)
     body = await read_model(request, PluginVersion)
     _check_name(body.name, body.version)
     if _name_taken(request, body.name):
@@ -145,7 +156,7 @@ async def enable(request: web.Request) -> web.Response:
 
 @routes.post("/v1/admin/plugins/disable")
 async def disable(request: web.Request) -> web.Response:
-    _require_governance(identity_of(request))
+    _require_platform_governance(request, identity_of(request))
     body = await read_model(request, PluginName)
     _check_name(body.name)
     row = await request.app[PLUGIN_REGISTRY].disable(body.name)
