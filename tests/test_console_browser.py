@@ -383,3 +383,39 @@ async def test_standing_approvals_are_listed_and_revocable(client, token, team, 
     (mine,) = [s for s in listed["standing_approvals"] if s["standing_approval_id"] == sid]
     assert mine["state"] == "revoked" and mine["revoked_by"] == f"governance:gov@{team}"
     assert tab.errors == [] and await tab.violations() == []
+
+
+@pytest.mark.skipif(_STANDING_ABSENT, reason="standing approvals (/v1/admin/standing-approvals) are not on this branch")
+async def test_a_standing_approval_is_added_from_the_console(client, token, team, open_console) -> None:
+    gov = token(agent="gov", team=team, role="governance")
+    tab = await open_console(gov)
+    form = await tab.page.wait_for_selector("#standing-form")
+    tools = await form.eval_on_selector_all("select option", "os => os.map(o => o.value)")
+    assert "greenfood.order" in tools and "math" not in tools  # only tools that wait for approval
+    await form.eval_on_selector("select", "s => { s.value = 'greenfood.order'; }")
+    inputs = await form.query_selector_all("input")
+    agent, expires, calls, reason = inputs
+    await agent.fill("buyer")
+    local = (datetime.now() + timedelta(days=2)).strftime("%Y-%m-%dT%H:%M")
+    await expires.fill(local)
+    await calls.fill("2")
+    await reason.fill("<i>bread run</i>")
+    args, _schema = await form.query_selector_all("textarea")
+    await args.fill('{"op": "create_order", "product_id": "bread"')  # not JSON: nothing is sent
+    await (await form.query_selector("button[type=submit]")).click()
+    await tab.page.wait_for_selector("#standing p.error:text('arguments is not valid JSON')")
+    listed = await (await client.get("/v1/admin/standing-approvals", headers=bearer(gov))).json()
+    assert listed["standing_approvals"] == []
+    await args.fill('{"op": "create_order", "product_id": "bread"}')
+    await (await form.query_selector("button[type=submit]")).click()
+    row = await tab.page.wait_for_selector("#standing tr:has(td:text('buyer'))")
+    text = await row.inner_text()
+    assert "0 / 2" in text and "active" in text and "<i>bread run</i>" in text
+    await tab.shot("12-standing-approval-added")
+    listed = await (await client.get("/v1/admin/standing-approvals", headers=bearer(gov))).json()
+    (made,) = listed["standing_approvals"]
+    assert (made["team_id"], made["agent_id"], made["tool"], made["max_calls"]) == (team, "buyer", "greenfood.order", 2)
+    assert made["args"] == {"op": "create_order", "product_id": "bread"} and made["created_by"] == f"governance:gov@{team}"
+    expiry = datetime.fromisoformat(made["expires_at"].replace("Z", "+00:00"))
+    assert timedelta(days=1, hours=23) < expiry - datetime.now(timezone.utc) < timedelta(days=2, minutes=1)
+    assert tab.errors == [] and await tab.violations() == []
