@@ -8,7 +8,10 @@ a broken revision never reaches OPA, and the previous one keeps serving there to
 A restarted OPA server (a sidecar, `restart: unless-stopped`) comes back empty: the engine
 checks the server's policy list every `check_every_s` and after any undefined decision, and
 pushes its revision again; until then it is not healthy (`/readyz` says so) and every decision
-fails closed.
+fails closed. The REST API takes one module at a time, so while this engine pushes, its own
+decisions are refused (fail closed) rather than read from a half-loaded set. (Replicas that
+share one OPA server see each other's pushes module by module: give each replica its own
+sidecar server, as deploy/ does.)
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class OpaEngine:
         self._watch: asyncio.Task[None] | None = None
         self._resync = asyncio.Event()
         self._push_lock = asyncio.Lock()
+        self._pushing = False
         self.healthy = False
 
     @property
@@ -75,11 +79,15 @@ class OpaEngine:
     async def _push(self, policies: PolicySet) -> None:
         async with self._push_lock:
             client = await self._session()
-            for name, source in policies.modules.items():
-                await client.update_policy_from_string(source, _ID_PREFIX + name, rego_compat=False)
-            for existing in await client.get_policies_list():
-                if existing.startswith(_ID_PREFIX) and existing[len(_ID_PREFIX):] not in policies.modules:
-                    await client.delete_policy(existing)
+            self._pushing = True
+            try:
+                for name, source in policies.modules.items():
+                    await client.update_policy_from_string(source, _ID_PREFIX + name, rego_compat=False)
+                for existing in await client.get_policies_list():
+                    if existing.startswith(_ID_PREFIX) and existing[len(_ID_PREFIX):] not in policies.modules:
+                        await client.delete_policy(existing)
+            finally:
+                self._pushing = False
 
     async def _in_sync(self) -> bool:
         """The server holds every module of the serving revision (a restart loses them all)."""
@@ -108,6 +116,8 @@ class OpaEngine:
                 self.healthy = False
 
     async def evaluate(self, input_doc: dict[str, Any]) -> Any:
+        if self._pushing:  # some modules of the revision are in, others not yet
+            raise EngineError("OPA is being loaded with the policy revision")
         client = await self._session()
         try:
             result = await client.query_rule(

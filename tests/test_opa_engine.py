@@ -97,6 +97,9 @@ async def test_opa_restarted_empty_gets_the_policy_back(aiohttp_client, settings
         await asyncio.sleep(0.05)
     assert statuses[-1] == 200, statuses
     assert set(statuses[:-1]) <= {"policy_undefined", "pdp_unavailable"}
+    # The modules go back one by one: the first decision may come before the last of them.
+    while await _policy_ids(opa) != _shipped_ids() and loop.time() < deadline + 1.0:
+        await asyncio.sleep(0.02)
     assert await _policy_ids(opa) == _shipped_ids()
     assert (await client.get("/readyz")).status == 200
 
@@ -144,3 +147,41 @@ async def test_cached_allows_outlive_a_dead_pdp_only_within_the_ttl(
     metrics = await (await client.get("/metrics")).text()
     hits = 'toolproxy_pdp_cache_total{result="hit"} 1.0' in metrics
     assert hits == bool(ttl)
+
+
+async def test_no_decision_comes_from_a_half_pushed_revision(opa) -> None:
+    """The REST API takes one module at a time: while the engine pushes, its decisions are
+    refused (fail closed), never read from the modules that happen to be in already."""
+    import asyncio
+
+    from pdp.errors import EngineError
+    from pdp.opa import OpaEngine
+    from pdp.policy_set import load_policy_dir
+
+    engine = OpaEngine(opa.url)
+    policies = load_policy_dir()
+    first_in, hold = asyncio.Event(), asyncio.Event()
+    client = await engine._session()
+    real = client.update_policy_from_string
+
+    async def slow_second(source: str, policy_id: str, **kw: object) -> object:
+        done = await real(source, policy_id, **kw)
+        if not first_in.is_set():  # the first module is in OPA; the others wait
+            first_in.set()
+            await hold.wait()
+        return done
+
+    client.update_policy_from_string = slow_second  # type: ignore[method-assign]
+    try:
+        loading = asyncio.create_task(engine.load(policies))
+        await asyncio.wait_for(first_in.wait(), 10)
+        assert len(await _policy_ids(opa)) == 1 < len(policies.modules)
+        with pytest.raises(EngineError):
+            await engine.evaluate({"tool": "math"})
+        hold.set()
+        assert await asyncio.wait_for(loading, 10) == policies.revision
+        assert await _policy_ids(opa) == _shipped_ids()
+        assert await engine.evaluate({"tool": "math"}) is not None  # served again
+    finally:
+        hold.set()
+        await engine.close()
