@@ -205,6 +205,10 @@ async def test_a_sandbox_worker_is_locked_down(plugin_host) -> None:
     assert [line.split()[3:5] for line in limits.splitlines() if line.startswith("Max open files")] \
         == [["1", "1"]]
     assert any(line.startswith("Max file size") and line.split()[3] == "0" for line in limits.splitlines())
+    proc = dict(line.split(":\t", 1) for line in open(f"/proc/{pid}/status").read().splitlines()
+                if ":\t" in line)
+    assert (proc["Seccomp"], proc["NoNewPrivs"]) == ("2", "1")  # its syscall filter (filter mode)
+    assert plugin_host.workers.seccomp is True
     if os.geteuid() == 0:  # as root, it runs as nobody in an empty root
         status = open(f"/proc/{pid}/status").read()
         uid_line = next(line for line in status.splitlines() if line.startswith("Uid:"))

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# The workers' syscall filter: `required` (a worker that cannot install it refuses to serve)
+# or `off` (no filter: only for platforms without seccomp; the rest of the lockdown applies).
+SeccompMode = Literal["required", "off"]
+
 
 class SandboxLimits(BaseModel):
-    """What one plugin call may use inside its worker (the wall clock is the category's)."""
+    """What one plugin call may use inside its worker (the wall clock is the category's), and
+    whether the worker must filter its syscalls."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -16,6 +23,7 @@ class SandboxLimits(BaseModel):
     max_output_chars: int = Field(default=1 << 20, ge=1024, le=4 << 20)
     max_internal_calls: int = Field(default=16, ge=0, le=256)
     cpu_lifetime_s: int = Field(default=600, ge=30)  # a worker is replaced before it uses this
+    seccomp: SeccompMode = "required"
 
     @property
     def address_space_bytes(self) -> int:
@@ -33,8 +41,9 @@ class PluginSettings(BaseSettings):
     max_internal_calls: int = Field(default=16, ge=0, le=256)
     calls_per_worker: int = Field(default=1000, ge=1)  # then the worker is replaced
     refresh_s: float = Field(default=5.0, gt=0)  # registry re-read, besides notifications
+    seccomp: SeccompMode = "required"
 
     def limits(self) -> SandboxLimits:
         return SandboxLimits(memory_bytes=self.memory_mb << 20, stack_bytes=self.stack_kb << 10,
                              max_output_chars=self.max_output_bytes,
-                             max_internal_calls=self.max_internal_calls)
+                             max_internal_calls=self.max_internal_calls, seccomp=self.seccomp)

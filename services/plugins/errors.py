@@ -1,4 +1,4 @@
-"""Stable error codes of plugin calls, and the problems a bundle or manifest can have."""
+"""Stable error codes of plugin calls and of the sandbox; the problems of a bundle or manifest."""
 
 from __future__ import annotations
 
@@ -15,6 +15,13 @@ class PluginFailure(ToolError):
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message, code=code)
+
+
+class SandboxUnavailable(Exception):
+    """A sandbox worker refused to serve: the confinement asked for (its syscall filter under
+    TOOLPROXY_PLUGIN_SECCOMP=required) cannot be had on this host."""
+
+    code = "sandbox_unavailable"
 
 
 class BundleError(ValueError):

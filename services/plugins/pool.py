@@ -27,6 +27,7 @@ from services.plugins.errors import (
     PLUGIN_MEMORY,
     PLUGIN_TIMEOUT,
     PluginFailure,
+    SandboxUnavailable,
 )
 
 log = structlog.get_logger("toolproxy.plugins.pool")
@@ -35,6 +36,7 @@ WORKER_PATH = str(Path(__file__).with_name("worker.py"))
 HEADER = struct.Struct(">I")
 MAX_FRAME = 8 << 20
 READY_TIMEOUT_S = 20.0
+REFUSED_RETRY_MAX_S = 60.0  # between tries to start a worker while the sandbox is unavailable
 _CODES = frozenset({PLUGIN_TIMEOUT, PLUGIN_MEMORY, PLUGIN_ERROR, PLUGIN_FORBIDDEN})
 
 # The host's answer to one internal() request (JSON text from the plugin): a reply object.
@@ -70,6 +72,7 @@ class Worker:
         self.calls = 0
         self.cpu_s = 0.0
         self.busy = False
+        self.seccomp = False  # its ready frame said its syscall filter is installed
 
     @property
     def alive(self) -> bool:
@@ -121,15 +124,25 @@ class WorkerPool:
         self._changed = asyncio.Condition()
         self.spawned = 0
         self.replaced = 0
+        self.unavailable: str | None = None  # why the last worker started refused to serve
 
     # --- lifecycle --------------------------------------------------------------------------
 
     async def start(self) -> None:
         # An empty directory: the workers' cwd, and their whole filesystem when run as root.
         self._root = tempfile.mkdtemp(prefix="toolproxy-sandbox-")
-        workers = await asyncio.gather(*(self._spawn() for _ in range(self.size)))
-        for w in workers:
-            self._add(w)
+        started = await asyncio.gather(*(self._spawn() for _ in range(self.size)),
+                                       return_exceptions=True)
+        for w in started:
+            if isinstance(w, Worker):
+                self._add(w)
+        for exc in started:
+            if isinstance(exc, SandboxUnavailable):
+                # Not fatal to the host: calls fail closed meanwhile, and the pool keeps
+                # trying (slowly), as for a worker that cannot be replaced.
+                self._start_replacement()
+            elif isinstance(exc, BaseException):
+                raise exc
 
     async def close(self) -> None:
         self._closing = True
@@ -149,6 +162,12 @@ class WorkerPool:
     def busy_pids(self) -> list[int]:
         return sorted(w.pid for w in self._workers if w.alive and w.busy)
 
+    @property
+    def seccomp(self) -> bool:
+        """Whether there are live workers and each reported its syscall filter installed."""
+        live = [w for w in self._workers if w.alive]
+        return bool(live) and all(w.seccomp for w in live)
+
     async def wait_full(self, timeout: float = 20.0) -> None:
         """Until `size` live workers are ready (after a replacement, for instance)."""
         async def full() -> None:
@@ -165,6 +184,7 @@ class WorkerPool:
             proc = await asyncio.create_subprocess_exec(
                 self._python, "-I", "-B", WORKER_PATH, self._root,
                 str(self.limits.address_space_bytes), str(self.limits.cpu_lifetime_s),
+                self.limits.seccomp,
                 stdin=child.fileno(), stdout=asyncio.subprocess.DEVNULL,
                 stderr=asyncio.subprocess.DEVNULL, env={}, cwd=self._root, close_fds=True,
             )
@@ -174,13 +194,32 @@ class WorkerPool:
         worker = Worker(proc, reader, writer)
         try:
             hello = await asyncio.wait_for(worker.recv(), READY_TIMEOUT_S)
-            if hello.get("op") != "ready":
-                raise ProtocolError("no ready frame")
+            worker.seccomp = self._check_ready(hello)
+        except SandboxUnavailable as exc:
+            worker.kill()
+            self.unavailable = str(exc)
+            log.error("sandbox_unavailable", reason=self.unavailable, seccomp=self.limits.seccomp,
+                      hint="the workers refuse to serve without their syscall filter; "
+                           "TOOLPROXY_PLUGIN_SECCOMP=off only where the platform has no seccomp")
+            raise
         except BaseException:
             worker.kill()
             raise
         self.spawned += 1
+        self.unavailable = None
         return worker
+
+    def _check_ready(self, hello: dict[str, Any]) -> bool:
+        """Whether the worker's filter is on. Raises SandboxUnavailable if it refused to serve
+        or, when the filter is required, does not say it installed it."""
+        if hello.get("op") == "refused":
+            raise SandboxUnavailable(str(hello.get("message") or "the worker refused to serve")[:1000])
+        if hello.get("op") != "ready":
+            raise ProtocolError("no ready frame")
+        seccomp = hello.get("seccomp") is True
+        if self.limits.seccomp == "required" and not seccomp:
+            raise SandboxUnavailable("the worker did not report its syscall filter installed")
+        return seccomp
 
     def _add(self, w: Worker) -> None:
         self._workers.add(w)
@@ -216,6 +255,9 @@ class WorkerPool:
         if self._closing:
             return
         self.replaced += 1
+        self._start_replacement()
+
+    def _start_replacement(self) -> None:
         task = asyncio.ensure_future(self._replace())
         self._spawning.add(task)
         task.add_done_callback(self._spawning.discard)
@@ -228,6 +270,9 @@ class WorkerPool:
                 return
             except asyncio.CancelledError:
                 raise
+            except SandboxUnavailable:  # logged by _spawn; unlikely to change soon
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, REFUSED_RETRY_MAX_S)
             except Exception as exc:  # keep trying: calls wait for a worker within their deadline
                 log.error("sandbox_worker_spawn_failed", error=str(exc))
                 await asyncio.sleep(delay)
@@ -237,6 +282,10 @@ class WorkerPool:
 
     async def _acquire(self, deadline: float) -> Worker:
         while True:
+            if self.unavailable is not None and not any(w.alive for w in self._workers):
+                # Fail closed at once, with the code of a call that finds no worker in time.
+                raise PluginFailure(PLUGIN_TIMEOUT, "no sandbox worker can serve: the sandbox is "
+                                    f"unavailable ({self.unavailable})")
             remaining = deadline - time.time()
             if remaining <= 0:
                 raise PluginFailure(PLUGIN_TIMEOUT, "no sandbox worker became free before the deadline")

@@ -29,7 +29,8 @@ async def run_plugin_host(database_url: str, nats_url: str, settings: PluginSett
     try:
         await workers.start()
         await host.start()
-        log.info("plugin_host_started", workers=workers.pids(), serving=host.serving())
+        log.info("plugin_host_started", workers=workers.pids(), seccomp=workers.seccomp,
+                 serving=host.serving())
         await stop.wait()
     finally:
         await host.close()

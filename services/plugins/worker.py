@@ -1,21 +1,32 @@
 """The sandbox worker process: one plugin call at a time, each in a fresh QuickJS runtime.
 
 Started by services.plugins.pool with its socket as fd 0, an empty environment and `python -I`.
-It imports what it needs, then locks itself down before reading any job: every other fd
-closed and no new one possible (RLIMIT_NOFILE=1: no file, socket, pipe or network), no file
-writes, no core dumps, no processes (and, when started as root, chrooted into an empty
-directory as `nobody`), a bounded address space, a CPU-time limit per call (SIGXCPU ends the
-process). Inside, QuickJS has no std/os modules, no module loader (import() fails), no timers
-and no host function but `internal` for plugins that declare internal APIs.
+It imports what it needs and builds its syscall filter, then locks itself down before reading
+any job: every other fd closed and no new one possible (RLIMIT_NOFILE=1: no file, socket, pipe
+or network), no file writes, no core dumps, no processes (and, when started as root, chrooted
+into an empty directory as `nobody`), a bounded address space, a CPU-time limit per call
+(SIGXCPU ends the process). Last, a seccomp filter (libseccomp through pyseccomp, with
+no_new_privs) allows only the syscalls it needs from then on: read and write on fd 0; brk,
+munmap, mremap, madvise, and mmap/mprotect without PROT_EXEC; rt_sigaction, rt_sigprocmask,
+rt_sigreturn; the clocks; getpid, getrusage of itself, its own RLIMIT_CPU (prlimit64 of pid 0);
+non-PI futex operations; tgkill of itself (abort); exit and exit_group. Any other syscall
+(socket, connect, open, execve, fork/clone, ptrace, kill, mount, setuid, bpf, io_uring...)
+fails with EPERM; one through another architecture's ABI (i386) kills the process. With the
+argument `required` a worker that cannot build or install the filter refuses to serve (a
+`refused` frame, then exit); with `off` it runs without one. Inside, QuickJS has no std/os
+modules, no module loader (import() fails), no timers and no host function but `internal`
+for plugins that declare internal APIs.
 
-Deliberately self-contained (stdlib + the QuickJS binding): nothing of the project is
-importable once the filesystem is gone.
+Deliberately self-contained (stdlib, the QuickJS binding and pyseccomp): nothing of the
+project is importable once the filesystem is gone.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
+import mmap
 import os
 import resource
 import struct
@@ -29,6 +40,7 @@ FD = 0
 HEADER = struct.Struct(">I")
 MAX_FRAME = 8 << 20
 NOBODY = 65534
+SECCOMP_MODES = ("required", "off")
 
 # Evaluated before the plugin's code, in the plugin's fresh context. It keeps the pristine JSON
 # functions and the host bridge in a closure, removes ambient capabilities that are not needed
@@ -89,6 +101,12 @@ class Failure(Exception):
         self.message = message[:1000]
 
 
+class SeccompUnavailable(Exception):
+    """The syscall filter cannot be built or installed: in `required` mode, no call is served."""
+
+    code = "sandbox_unavailable"
+
+
 # --- framing on fd 0 ---------------------------------------------------------------------------
 
 
@@ -121,10 +139,79 @@ def send(message: dict[str, Any]) -> None:
         view = view[written:]
 
 
+# --- syscall filter ----------------------------------------------------------------------------
+
+# Not in the stdlib: futex commands (the low bits of its op) and the flags ignored by the match.
+FUTEX_CMD_MASK = 0xFFFF_FFFF & ~(128 | 256)  # ~(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME)
+FUTEX_WAIT, FUTEX_WAKE, FUTEX_WAIT_BITSET, FUTEX_WAKE_BITSET = 0, 1, 9, 10
+
+# Allowed without a condition once locked down. Found by tracing workers (strace -ff) through
+# the escape suite, both examples and Date/Math/BigInt/typed-array/regex-heavy code: besides
+# framing on fd 0 they only manage memory, read the process CPU clock (QuickJS's interrupt
+# handler), their rusage and RLIMIT_CPU, and exit; the signal calls serve exit and abort.
+PLAIN_SYSCALLS = ("brk", "munmap", "mremap", "madvise", "rt_sigaction", "rt_sigprocmask",
+                  "rt_sigreturn", "clock_gettime", "clock_getres", "gettimeofday", "getpid",
+                  "exit", "exit_group")
+
+
+def _conditional_rules(sc: Any) -> list[tuple[str, tuple[Any, ...]]]:
+    """(syscall, conditions ANDed): rules of one syscall are ORed."""
+    no_exec = sc.Arg(2, sc.MASKED_EQ, mmap.PROT_EXEC, 0)  # no new executable memory
+    futex = [("futex", (sc.Arg(1, sc.MASKED_EQ, FUTEX_CMD_MASK, cmd),))
+             for cmd in (FUTEX_WAIT, FUTEX_WAKE, FUTEX_WAIT_BITSET, FUTEX_WAKE_BITSET)]
+    return [
+        ("read", (sc.Arg(0, sc.EQ, FD),)),
+        ("write", (sc.Arg(0, sc.EQ, FD),)),
+        ("mmap", (no_exec,)),
+        ("mprotect", (no_exec,)),
+        ("getrusage", (sc.Arg(0, sc.EQ, resource.RUSAGE_SELF),)),
+        # glibc's getrlimit/setrlimit are prlimit64(0, ...): only this process's RLIMIT_CPU.
+        ("prlimit64", (sc.Arg(0, sc.EQ, 0), sc.Arg(1, sc.EQ, resource.RLIMIT_CPU))),
+        ("tgkill", (sc.Arg(0, sc.EQ, os.getpid()),)),  # raise(): abort() of itself only
+        *futex,  # glibc aborts on an unexpected futex error; no PI or requeue operation
+    ]
+
+
+def build_filter() -> Any:
+    """The allowlist (default: EPERM), built before lockdown: libseccomp is loaded from disk,
+    which is gone after the chroot. Raises SeccompUnavailable."""
+    try:
+        import pyseccomp as sc  # ctypes over the system's libseccomp.so.2
+    except Exception as exc:  # ImportError; RuntimeError or OSError without libseccomp
+        raise SeccompUnavailable(f"libseccomp cannot be loaded: {exc}") from None
+    try:
+        syscall_filter = sc.SyscallFilter(sc.ERRNO(errno.EPERM))
+        syscall_filter.set_attr(sc.Attr.ACT_BADARCH, sc.KILL_PROCESS)  # e.g. int 0x80 (i386)
+        syscall_filter.set_attr(sc.Attr.CTL_NNP, 1)  # no_new_privs (libseccomp's default)
+        for name in PLAIN_SYSCALLS:
+            syscall_filter.add_rule(sc.ALLOW, name)
+        for name, conditions in _conditional_rules(sc):
+            syscall_filter.add_rule(sc.ALLOW, name, *conditions)
+    except Exception as exc:  # OSError from libseccomp; ctypes errors from an odd build
+        raise SeccompUnavailable(f"the syscall filter cannot be built: {exc}") from None
+    return syscall_filter
+
+
+def prepare(mode: str) -> Any | None:
+    """The filter to install for `mode` (None when off). Raises SeccompUnavailable."""
+    if mode not in SECCOMP_MODES:
+        raise SeccompUnavailable(f"unknown seccomp mode {mode[:40]!r}")
+    return build_filter() if mode == "required" else None
+
+
+def install_filter(syscall_filter: Any) -> None:
+    try:
+        syscall_filter.load()
+    except Exception as exc:
+        raise SeccompUnavailable(f"the syscall filter cannot be installed: {exc}") from None
+
+
 # --- lockdown ----------------------------------------------------------------------------------
 
 
-def lockdown(root: str, address_space: int, cpu_lifetime_s: int) -> None:
+def lockdown(root: str, address_space: int, cpu_lifetime_s: int,
+             syscall_filter: Any | None = None) -> None:
+    """Raises SeccompUnavailable if `syscall_filter` (the last step) cannot be installed."""
     if os.geteuid() == 0:
         # Root can do everything a limit does not name: give the process nothing to see and
         # no privilege (rlimits on processes only bind non-root users).
@@ -147,6 +234,8 @@ def lockdown(root: str, address_space: int, cpu_lifetime_s: int) -> None:
     ):
         resource.setrlimit(limit, (value, value))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_lifetime_s, cpu_lifetime_s))
+    if syscall_filter is not None:
+        install_filter(syscall_filter)
 
 
 def cpu_used() -> float:
@@ -171,6 +260,8 @@ def _classify(exc: BaseException) -> Failure:
         return Failure("plugin_memory", "the plugin exceeded its stack limit (recursion too deep)")
     if isinstance(exc, MemoryError):
         return Failure("plugin_memory", "the plugin exceeded its memory limit")
+    if isinstance(exc, PermissionError):  # EPERM: a syscall the filter (or a limit) refused
+        return Failure("plugin_error", "the sandbox refused an operation of the call")
     text = str(exc)
     if text.startswith("InternalError: interrupted"):
         return Failure("plugin_timeout", "the plugin exceeded its CPU time limit")
@@ -242,9 +333,16 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
-    root, address_space, cpu_lifetime = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    lockdown(root, address_space, cpu_lifetime)
-    send({"op": "ready", "pid": os.getpid(), "at": time.time()})
+    root, mode = sys.argv[1], sys.argv[4]
+    address_space, cpu_lifetime = int(sys.argv[2]), int(sys.argv[3])
+    try:
+        syscall_filter = prepare(mode)
+        lockdown(root, address_space, cpu_lifetime, syscall_filter)
+    except SeccompUnavailable as exc:
+        send({"op": "refused", "code": exc.code, "message": str(exc)[:1000]})
+        sys.exit(1)
+    send({"op": "ready", "pid": os.getpid(), "at": time.time(), "seccomp": syscall_filter is not None})
+    del syscall_filter  # libseccomp's copy; the kernel keeps the installed filter
     while True:
         try:
             job = recv()
