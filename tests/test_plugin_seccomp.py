@@ -19,7 +19,7 @@ import pytest
 from services.plugins import pool as pool_module
 from services.plugins import worker
 from services.plugins.config import PluginSettings, SandboxLimits
-from services.plugins.errors import PLUGIN_TIMEOUT, PluginFailure, SandboxUnavailable
+from services.plugins.errors import PLUGIN_ERROR, PluginFailure, SandboxUnavailable
 from services.plugins.pool import Job, WorkerPool
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="seccomp is Linux's")
@@ -170,7 +170,7 @@ async def test_required_without_libseccomp_the_workers_refuse_and_calls_fail_clo
     t0 = time.perf_counter()
     with pytest.raises(PluginFailure) as failure:
         await pool.run(JOB, deadline=time.time() + 5, on_internal=no_internal)
-    assert failure.value.code == PLUGIN_TIMEOUT
+    assert failure.value.code == PLUGIN_ERROR
     assert "sandbox is unavailable" in str(failure.value) and "libseccomp" in str(failure.value)
     assert time.perf_counter() - t0 < 1.0  # at once, not at the deadline
 

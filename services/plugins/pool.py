@@ -283,8 +283,8 @@ class WorkerPool:
     async def _acquire(self, deadline: float) -> Worker:
         while True:
             if self.unavailable is not None and not any(w.alive for w in self._workers):
-                # Fail closed at once, with the code of a call that finds no worker in time.
-                raise PluginFailure(PLUGIN_TIMEOUT, "no sandbox worker can serve: the sandbox is "
+                # Fail closed at once (nothing ran), as for a worker that died: no timeout.
+                raise PluginFailure(PLUGIN_ERROR, "no sandbox worker can serve: the sandbox is "
                                     f"unavailable ({self.unavailable})")
             remaining = deadline - time.time()
             if remaining <= 0:
