@@ -59,6 +59,7 @@ from proxy.output import schema_problem, shape_output
 from proxy.plugins.calls import PluginCalls
 from proxy.run_budget import BudgetUnavailable, RunBudgets
 from proxy.runs import RunRepository
+from services.sdk import log_context
 from services.sdk.protocol import PLUGIN_ERROR_CODES
 from services.sdk.manifest import ToolManifest, is_valid_tool_name
 from services.sdk.protocol import BUSY
@@ -249,7 +250,7 @@ class Pipeline:
         return Outcome(http_status, body, {"Idempotent-Replayed": "true"})
 
     def bound(self, call: Call) -> Any:
-        return structlog.contextvars.bound_contextvars(
+        return log_context.bound(
             call_id=call.call_id,
             decision_id=call.decision_id,
             tool=call.manifest.tool_id,
