@@ -122,12 +122,13 @@ async def write_decisions(conn: asyncpg.Connection | asyncpg.Pool, records: list
         return
     cols: list[list[Any]] = [[] for _ in range(16)]
     for r in records:
-        # JSON columns travel as text (asyncpg would read nested lists as array dimensions).
+        # JSON columns travel as text (asyncpg would read nested lists as array dimensions);
+        # ids too (asyncpg parses a UUID string itself, far cheaper than uuid.UUID()).
         values = (
-            uuid.UUID(r.decision_id), r.time, r.policy_revision, r.engine, r.team_id, r.agent_id,
+            r.decision_id, r.time, r.policy_revision, r.engine, r.team_id, r.agent_id,
             orjson.dumps(r.roles).decode(), r.tool, r.phase, r.result,
             orjson.dumps(r.reasons).decode(), r.error_code, r.latency_us,
-            uuid.UUID(r.call_id) if r.call_id else None,
+            r.call_id or None,
             orjson.dumps(r.input).decode() if r.input is not None else None,
             orjson.dumps(r.output).decode() if r.output is not None else None,
         )

@@ -128,10 +128,10 @@ async def _pdp(app: web.Application) -> AsyncIterator[None]:
     grants = GrantCache(pool, app[k.LISTENER])
     await grants.start()
     engine = _engine(s)
-    cache_metric = app[k.METRICS].pdp_cache
+    metrics = app[k.METRICS]
     pdp = PolicyDecisionPoint(engine, grants, budget_s=s.pdp_budget_ms / 1000.0,
                               cache=DecisionCache(ttl_s=s.pdp_cache_ttl_s),
-                              on_cache=lambda result: cache_metric.labels(result=result).inc())
+                              on_cache=lambda result: metrics.child(metrics.pdp_cache, result).inc())
     watcher: PolicyWatcher | None = None
     if s.policy_dir is not None:
         policies: PolicySet = load_policy_dir(s.policy_dir)

@@ -113,15 +113,15 @@ async def write_calls(conn: asyncpg.Connection, records: list[CallRecord]) -> No
         return
     cols: list[list[Any]] = [[] for _ in range(23)]
     for r in fold(records):
+        # Ids travel as text: asyncpg parses a UUID string itself, far cheaper than uuid.UUID().
         values = (
-            uuid.UUID(r.call_id), r.team_id, r.agent_id, r.agent_run_id, r.tool, r.status,
+            r.call_id, r.team_id, r.agent_id, r.agent_run_id, r.tool, r.status,
             r.owner, r.args_hash, r.args_size, r.confidential, r.idempotency_key,
-            uuid.UUID(r.decision_id) if r.decision_id else None,
-            uuid.UUID(r.result_id) if r.result_id else None, r.http_status,
+            r.decision_id or None, r.result_id or None, r.http_status,
             orjson.dumps(r.response).decode() if r.response is not None else None,
             r.diagnostic, orjson.dumps(r.refs).decode() if r.refs is not None else None,
             r.created_at, r.started_at, r.deadline_at, r.finished_at, r.latency_ms,
-            uuid.UUID(r.turn_id) if r.turn_id else None,
+            r.turn_id or None,
         )
         for col, v in zip(cols, values):
             col.append(v)

@@ -102,10 +102,9 @@ async def write_events(conn: asyncpg.Connection, records: list[EventRecord]) -> 
     # and again with its ending, so its events stay in order even if the ending is written
     # first): keep each event once, and number only new ones (no gaps).
     unique = {r.event_id: r for r in records}
+    # Ids travel as text: asyncpg parses a UUID string itself, far cheaper than uuid.UUID().
     known = await conn.fetch(
-        "SELECT event_id FROM events WHERE event_id = ANY($1::uuid[])",
-        [uuid.UUID(i) for i in unique],
-    )
+        "SELECT event_id FROM events WHERE event_id = ANY($1::uuid[])", list(unique))
     for row in known:
         unique.pop(str(row["event_id"]), None)
     by_team: dict[str, list[EventRecord]] = {}
@@ -130,11 +129,11 @@ async def write_events(conn: asyncpg.Connection, records: list[EventRecord]) -> 
                     (SELECT $2::bigint AS first_seq) f
                ON CONFLICT (event_id) DO NOTHING""",
             team, first,
-            [uuid.UUID(e.event_id) for e in items], [e.type for e in items], [e.time for e in items],
-            [e.run_id for e in items], [uuid.UUID(e.call_id) if e.call_id else None for e in items],
+            [e.event_id for e in items], [e.type for e in items], [e.time for e in items],
+            [e.run_id for e in items], [e.call_id or None for e in items],
             [orjson.dumps(e.refs).decode() for e in items],
             [orjson.dumps(e.payload).decode() for e in items],
-            [uuid.UUID(e.turn_id) if e.turn_id else None for e in items],
+            [e.turn_id or None for e in items],
         )
         await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, team)
 

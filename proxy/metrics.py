@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -10,6 +12,7 @@ _PDP_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.
 
 class Metrics:
     def __init__(self) -> None:
+        self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter(
@@ -107,3 +110,14 @@ class Metrics:
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
             registry=r,
         )
+
+    def child(self, metric: Any, *values: str) -> Any:
+        """`metric.labels(*values)` (positional, in the metric's label order), remembered: a call
+        touches several labelled metrics and prometheus_client's lookup costs microseconds each.
+        A child is never removed from its metric, so the remembered one is the live one; the
+        label sets are those the metric keeps anyway."""
+        key = (metric, values)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = metric.labels(*values)
+        return found

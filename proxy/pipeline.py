@@ -59,6 +59,7 @@ from proxy.output import schema_problem, shape_output
 from proxy.plugins.calls import PluginCalls
 from proxy.run_budget import BudgetUnavailable, RunBudgets
 from proxy.runs import RunRepository
+from services.sdk import log_context
 from services.sdk.protocol import PLUGIN_ERROR_CODES
 from services.sdk.manifest import ToolManifest, is_valid_tool_name
 from services.sdk.protocol import BUSY
@@ -249,7 +250,7 @@ class Pipeline:
         return Outcome(http_status, body, {"Idempotent-Replayed": "true"})
 
     def bound(self, call: Call) -> Any:
-        return structlog.contextvars.bound_contextvars(
+        return log_context.bound(
             call_id=call.call_id,
             decision_id=call.decision_id,
             tool=call.manifest.tool_id,
@@ -286,7 +287,7 @@ class Pipeline:
                 phase="call",
                 approval=call.approval,
             )
-        self.metrics.pdp_duration.labels(engine=decision.engine, phase="call").observe(seconds)
+        self.metrics.child(self.metrics.pdp_duration, decision.engine, "call").observe(seconds)
         record = decision_record(
             decision, doc, team_id=call.identity.team_id, agent_id=call.identity.agent_id,
             roles=call.identity.roles, tool=call.manifest.tool_id, phase="call",
@@ -294,13 +295,13 @@ class Pipeline:
         )
         if decision.error_code is not None:
             self.metrics.pdp_errors.labels(code=decision.error_code).inc()
-            self.metrics.pdp_decisions.labels(phase="call", result="error").inc()
+            self.metrics.child(self.metrics.pdp_decisions, "call", "error").inc()
             ending = Ending(503, "UNAVAILABLE", decision.error_code,
                             "the policy decision point could not decide; nothing was executed",
                             reasons=decision.reasons)
             return await self._end(call, decision, ending, record), ending
-        self.metrics.pdp_decisions.labels(
-            phase="call", result="allow" if decision.allow else "deny").inc()
+        self.metrics.child(self.metrics.pdp_decisions, "call",
+                           "allow" if decision.allow else "deny").inc()
         if not decision.allow:
             ending = Ending(403, "DENIED", "denied", "policy denied this call", reasons=decision.reasons)
             return await self._end(call, decision, ending, record), ending
@@ -563,11 +564,11 @@ class Pipeline:
         elapsed = time.perf_counter() - call.t0
         finished = datetime.now(timezone.utc)
         m = call.manifest
-        self.metrics.requests.labels(tool=m.tool_id, category=m.category, status=e.status).inc()
+        self.metrics.child(self.metrics.requests, m.tool_id, m.category, e.status).inc()
         if e.code is not None:
-            self.metrics.errors.labels(reason=e.code).inc()
-        self.metrics.request_duration.labels(tool=m.tool_id, category=m.category,
-                                             status=e.status).observe(elapsed)
+            self.metrics.child(self.metrics.errors, e.code).inc()
+        self.metrics.child(self.metrics.request_duration, m.tool_id, m.category,
+                           e.status).observe(elapsed)
         call.events.append(terminal_event(call, e, elapsed))
         # An approved call refused for now on its resume (429, 503: nothing ran) is not over:
         # its approval still stands, so it gets no ending row and no usage row yet — only its

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import date, datetime, timezone
 from typing import Any
 
@@ -82,10 +81,9 @@ async def write_batch(conn: asyncpg.Connection | asyncpg.Pool, records: list[Usa
     """Insert records and fold only the newly inserted ones into the daily rollup (atomic)."""
     cols: list[list[Any]] = [[] for _ in range(20)]
     for r in records:
+        # Ids travel as text: asyncpg parses a UUID string itself, far cheaper than uuid.UUID().
         values = (
-            uuid.UUID(r.call_id),
-            uuid.UUID(r.result_id) if r.result_id else None,
-            uuid.UUID(r.decision_id) if r.decision_id else None,
+            r.call_id, r.result_id or None, r.decision_id or None,
             r.team_id, r.agent_id, r.agent_run_id, r.tool, r.category, r.action, r.decision,
             r.status, r.error_code, r.http_status, r.latency_ms, r.tokens_used,
             r.compute_units, r.cost_1t, r.started_at, r.finished_at, r.day,

@@ -29,8 +29,6 @@ async def http_metrics(request: web.Request, handler: Handler) -> web.StreamResp
     finally:
         m = request.app[METRICS]
         route = _route(request)
-        m.http_requests.labels(route=route, method=request.method, status=str(status)).inc()
-        m.http_duration.labels(route=route, method=request.method).observe(
-            time.perf_counter() - started
-        )
+        m.child(m.http_requests, route, request.method, str(status)).inc()
+        m.child(m.http_duration, route, request.method).observe(time.perf_counter() - started)
 

@@ -49,13 +49,11 @@ class TeamSlots:
         Raises TimeoutError when none is free within `timeout`: the call leaves without running."""
         t = self._teams[team]
         try:
-            async with asyncio.timeout(timeout):
-                await t.slots.acquire()
-                try:
-                    await self._total.acquire()
-                except BaseException:
-                    t.slots.release()
-                    raise
+            if t.slots.locked() or self._total.locked():
+                async with asyncio.timeout(timeout):
+                    await self._take(t)
+            else:
+                await self._take(t)  # both free: taken without waiting, no timer to arm
             t.active += 1
             try:
                 yield
@@ -67,6 +65,14 @@ class TeamSlots:
             t.admitted -= 1
             if t.admitted == 0:
                 del self._teams[team]
+
+    async def _take(self, t: _Team) -> None:
+        await t.slots.acquire()
+        try:
+            await self._total.acquire()
+        except BaseException:
+            t.slots.release()
+            raise
 
     def running(self, team: str) -> int:
         t = self._teams.get(team)

@@ -22,6 +22,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from pydantic import ValidationError
 
+from services.sdk import log_context
 from services.sdk import protocol as p
 from services.sdk.errors import ManifestError, ToolError
 from services.sdk.fairness import TeamSlots
@@ -277,10 +278,8 @@ class Service:
         assert self._slots is not None
         headers = msg.headers or {}
         ctx = _context(headers, t.manifest.deadline_ms, self._executor)
-        bound = structlog.contextvars.bound_contextvars(
-            call_id=ctx.call_id, decision_id=ctx.decision_id, tool=t.manifest.tool_id
-        )
-        with bound:
+        with log_context.bound(call_id=ctx.call_id, decision_id=ctx.decision_id,
+                               tool=t.manifest.tool_id):
             current = asyncio.current_task()
             if ctx.call_id and current is not None:
                 self._running[ctx.call_id] = current
