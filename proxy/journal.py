@@ -41,7 +41,20 @@ log = structlog.get_logger("toolproxy.journal")
 STREAM = "TOOLPROXY_JOURNAL"
 SUBJECT_PREFIX = "toolproxy.journal"
 CONSUMER = "journal-writer"
-_POISON_AFTER = 5  # deliveries before a record Postgres keeps refusing is set aside
+_POISON_AFTER = 5  # refusals (seen by this writer) before a record is set aside
+_REFUSALS_KEPT = 10_000  # records whose refusals are being counted, at most
+
+# Postgres away, going away, starting up or momentarily out of something: the write is retried
+# until Postgres answers, and never counts against the record (AdminShutdownError and
+# CannotConnectNowError are "operator intervention" errors, not connection errors, in asyncpg).
+TRANSIENT = (
+    OSError, asyncio.TimeoutError,
+    asyncpg.exceptions.InterfaceError,  # the connection is gone
+    asyncpg.exceptions.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError,  # shutting down, starting up, crashed
+    asyncpg.exceptions.InsufficientResourcesError,  # too many connections, disk full
+    asyncpg.exceptions.TransactionRollbackError,  # deadlock, serialization failure
+)
 
 
 class Entry(BaseModel):
@@ -120,6 +133,7 @@ class Journal:
         batch_size: int = 200,
         publish_timeout_s: float = 1.0,
         linger_s: float = 0.05,
+        retry_delay_s: float = 1.0,  # before a record Postgres did not take comes back
     ) -> None:
         self._nc = nc
         self._js = nc.jetstream(timeout=publish_timeout_s)
@@ -128,8 +142,10 @@ class Journal:
         self._metrics = metrics
         self._batch_size = batch_size
         self._linger_s = linger_s
+        self._retry_delay_s = retry_delay_s
         self._task: asyncio.Task[None] | None = None
         self._fallback: list[Entry] = []  # publish and direct write both failed
+        self._refusals: dict[int, int] = {}  # stream sequence -> times Postgres refused it
         self._stopping = False
         self._sub: Any = None
 
@@ -276,15 +292,11 @@ class Journal:
             try:
                 if entries:
                     await self._write(entries)
-            except (OSError, asyncpg.exceptions.InterfaceError,
-                    asyncpg.exceptions.PostgresConnectionError, asyncio.TimeoutError) as exc:
+            except TRANSIENT as exc:
                 # Postgres away: nothing is acked; everything comes back after a delay.
                 self._metrics.usage_write_errors.inc()
-                log.warning("journal_batch_failed", size=len(entries), error=str(exc))
-                for m in msgs:
-                    with contextlib.suppress(Exception):
-                        await m.nak(delay=1.0)
-                await asyncio.sleep(1.0)
+                log.warning("journal_batch_failed", size=len(entries), error=str(exc) or type(exc).__name__)
+                await self._put_back(msgs)
                 continue
             except Exception as exc:
                 # A record Postgres refuses must not block the others: write one by one.
@@ -305,21 +317,40 @@ class Journal:
                 # (bounds the write lag to ~linger while cutting writes per call under load).
                 await asyncio.sleep(self._linger_s)
 
-    async def _one_by_one(self, msgs: list[Any]) -> None:
+    async def _put_back(self, msgs: list[Any]) -> None:
+        """Nothing acked: every message comes back after a delay (Postgres is away)."""
         for m in msgs:
+            with contextlib.suppress(Exception):
+                await m.nak(delay=self._retry_delay_s)
+        await asyncio.sleep(self._retry_delay_s)
+
+    async def _one_by_one(self, msgs: list[Any]) -> None:
+        for i, m in enumerate(msgs):
+            seq = m.metadata.sequence.stream
             try:
                 await self._write([Entry.model_validate_json(m.data)])
+            except TRANSIENT as exc:
+                # Postgres went away meanwhile: this record and the rest come back, uncounted.
+                log.warning("journal_batch_failed", size=len(msgs) - i, error=str(exc) or type(exc).__name__)
+                await self._put_back(msgs[i:])
+                return
             except Exception as exc:
-                deliveries = m.metadata.num_delivered
-                if deliveries >= _POISON_AFTER:
+                # Counted here, not by deliveries: those also grow while Postgres is away.
+                refusals = self._refusals.pop(seq, 0) + 1
+                if refusals >= _POISON_AFTER:
                     # Kept in the log in full so an operator can replay it; counted as an alert.
                     self._metrics.journal_dead_letters.inc()
-                    log.error("journal_entry_dead_lettered", deliveries=deliveries,
-                              error=str(exc), entry=m.data.decode(errors="replace")[:20_000])
+                    log.error("journal_entry_dead_lettered", refusals=refusals,
+                              deliveries=m.metadata.num_delivered, error=str(exc),
+                              entry=m.data.decode(errors="replace")[:20_000])
                     await m.term()
                 else:
-                    await m.nak(delay=1.0)
+                    if len(self._refusals) >= _REFUSALS_KEPT:
+                        self._refusals.pop(next(iter(self._refusals)))  # the oldest
+                    self._refusals[seq] = refusals
+                    await m.nak(delay=self._retry_delay_s)
                 continue
+            self._refusals.pop(seq, None)
             await m.ack()
 
     async def _observe_depth(self) -> None:

@@ -1,6 +1,7 @@
 """The journal writer: a call's start and end in one batch are folded (Postgres refuses an
-upsert touching a row twice), the fold merges exactly as the upsert does, and ordinary traffic
-never gets a batch refused."""
+upsert touching a row twice), the fold merges exactly as the upsert does, ordinary traffic
+never gets a batch refused, Postgres starting up never costs a record, and a record Postgres
+keeps refusing is set aside after five refusals."""
 
 from __future__ import annotations
 
@@ -8,9 +9,13 @@ import asyncio
 import uuid
 from datetime import datetime, timedelta, timezone
 
+import asyncpg
+import nats
+
 from proxy.calls import CallRecord, fold
 from proxy.events import event
-from proxy.journal import Entry, write_entries
+from proxy.journal import _POISON_AFTER, Entry, Journal, write_entries
+from proxy.metrics import Metrics
 from proxy.usage import UsageRecord
 from tests.conftest import invoke
 
@@ -97,3 +102,80 @@ async def test_ordinary_traffic_has_no_refused_batch(client, token, team, db_poo
     assert n == 60
     metrics = await (await client.get("/metrics")).text()
     assert "toolproxy_journal_batches_refused_total 0.0" in metrics
+
+
+class StartingUp:
+    """The real pool, except that its first `failures` acquisitions fail as a Postgres server
+    that is starting up answers (57P03): the state right after a restart, which no test can
+    time on a real server."""
+
+    def __init__(self, pool: asyncpg.Pool, failures: int) -> None:
+        self.pool, self.failures = pool, failures
+
+    def acquire(self):  # type: ignore[no-untyped-def]
+        if self.failures > 0:
+            self.failures -= 1
+            raise asyncpg.exceptions.CannotConnectNowError("the database system is starting up")
+        return self.pool.acquire()
+
+
+async def _writer(nats_url: str, pool: object) -> tuple[Journal, Metrics, object]:
+    nc = await nats.connect(nats_url)
+    metrics = Metrics()
+    journal = Journal(nc, pool, metrics, retry_delay_s=0.05)  # type: ignore[arg-type]
+    await journal.start()
+    return journal, metrics, nc
+
+
+def _sample(metrics: Metrics, name: str) -> float:
+    return metrics.registry.get_sample_value(name) or 0.0
+
+
+async def _until(check, seconds: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while not await check() and loop.time() < deadline:
+        await asyncio.sleep(0.05)
+
+
+async def test_postgres_starting_up_never_costs_a_record(db_pool, nats_url, team) -> None:
+    """Every delivery meets Postgres starting up, more than _POISON_AFTER times: the record
+    still lands (it once was set aside as if Postgres had refused it)."""
+    pool = StartingUp(db_pool, failures=3 * _POISON_AFTER)
+    journal, metrics, nc = await _writer(nats_url, pool)
+    try:
+        end = _end(_start(str(uuid.uuid4()), team, datetime.now(timezone.utc)), datetime.now(timezone.utc))
+        await journal.record(usage=end.usage, call=end.call, events=end.events, key=end.key)
+
+        async def landed() -> bool:
+            return await db_pool.fetchval("SELECT count(*) FROM usage_records WHERE team_id = $1", team) == 1
+        await _until(landed)
+        assert await landed() and pool.failures == 0
+        assert _sample(metrics, "toolproxy_journal_dead_letters_total") == 0
+    finally:
+        await journal.close()
+        await nc.close()
+
+
+async def test_a_record_postgres_keeps_refusing_is_set_aside(db_pool, nats_url, team) -> None:
+    """A record Postgres refuses (an integer beyond its column) is set aside after five
+    refusals, logged whole; the records beside it land."""
+    journal, metrics, nc = await _writer(nats_url, db_pool)
+    try:
+        now = datetime.now(timezone.utc)
+        bad, good = (_end(_start(str(uuid.uuid4()), team, now), now) for _ in range(2))
+        assert bad.usage is not None
+        refused = bad.usage.model_copy(update={"http_status": 1 << 40})  # integer column
+        await journal.record(usage=refused, key=bad.key)
+        await journal.record(usage=good.usage, call=good.call, events=good.events, key=good.key)
+
+        async def set_aside() -> bool:
+            return _sample(metrics, "toolproxy_journal_dead_letters_total") == 1
+        await _until(set_aside)
+        assert await set_aside()
+        ids = {str(r["call_id"]) for r in await db_pool.fetch(
+            "SELECT call_id FROM usage_records WHERE team_id = $1", team)}
+        assert ids == {good.key}
+    finally:
+        await journal.close()
+        await nc.close()
