@@ -35,3 +35,15 @@ class Ensure:
         if self._running is None or self._running.done():
             self._running = asyncio.ensure_future(self._ensure())
         await asyncio.shield(self._running)
+
+    async def at_start(self, attempts: int = 5) -> None:
+        """At startup: a busy server's JetStream API may take longer than one request's
+        timeout; try a few times before giving up (each timeout is the client's, ~1 s)."""
+        for attempt in range(1, attempts + 1):
+            try:
+                await self()
+                return
+            except asyncio.TimeoutError:  # nats.errors.TimeoutError is one
+                if attempt == attempts:
+                    raise
+                await asyncio.sleep(0.1 * attempt)

@@ -150,7 +150,7 @@ class Journal:
         self._sub: Any = None
 
     async def start(self) -> None:
-        await self.ensure()
+        await self.ensure.at_start()
         self._task = asyncio.create_task(self._run(), name="journal-writer")
 
     async def _ensure(self) -> None:

@@ -77,7 +77,7 @@ class RunBudgets:
     # --- the directory ---------------------------------------------------------------------
 
     async def start(self) -> None:
-        await self.ensure()
+        await self.ensure.at_start()
         await self._listener.subscribe(CHANNEL, self._on_notify, on_reconnect=self._reload_soon)
         await self._reload()
 

@@ -61,7 +61,7 @@ class NatsLimiter:
         self.ensure = Ensure(self._ensure_buckets)
 
     async def start(self) -> None:
-        await self.ensure()
+        await self.ensure.at_start()
 
     async def _ensure_buckets(self) -> None:
         """Rate state is worth little after a restart (buckets refill within a minute): kept in

@@ -72,7 +72,7 @@ class Invocations:
 
     async def open(self, nc: NATS) -> None:
         self._nc = nc
-        await self._ensure()
+        await self._ensure.at_start()
 
     async def _create(self) -> None:
         assert self._nc is not None
