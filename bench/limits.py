@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import platform
 import sys
@@ -20,13 +21,14 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
+import aiohttp
 import nats
+import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.load import Result  # noqa: E402
-from bench.pipeline import bench_http, bodies  # noqa: E402
-from bench.setup import bench_stack, prepare, remove  # noqa: E402
+from bench.load import Result, run  # noqa: E402
+from bench.setup import TEAM, bench_stack, prepare, remove  # noqa: E402
 from proxy.cli.up import Stack  # noqa: E402
 from proxy.db import create_pool  # noqa: E402
 from proxy.journal import Entry, Journal  # noqa: E402
@@ -94,6 +96,21 @@ async def usage_rows_per_second(stack: Stack, n: int) -> str:
     return f"  {n} usage rows (with rollups) drained into Postgres in {elapsed:.2f} s: {n / elapsed:,.0f} rows/s"
 
 
+async def _invoke_load(label: str, url: str, headers: dict[str, str], concurrency: int,
+                       seconds: float) -> Result:
+    """`math` with the seed's envelope (team_id, agent_run_id), a new expression per call."""
+    counter = itertools.count()
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as s:
+        async def call() -> bool:
+            n = next(counter)
+            body = orjson.dumps({"tool": "math", "args": {"expr": f"{n}+3*4"},
+                                 "context": {"team_id": TEAM, "agent_run_id": f"run-{n % 16}"}})
+            async with s.post(url, data=body, headers=headers) as r:
+                await r.read()
+                return r.status == 200
+        return await run(label, call, concurrency=concurrency, seconds=seconds)
+
+
 async def pipeline(seconds: float, disable: str, concurrency: int, store: str = "postgres") -> Result:
     stack = bench_stack(min(4, os.cpu_count() or 1), TOOLPROXY_BENCH_DISABLE=disable,
                         TOOLPROXY_LIMITS_STORE=store)
@@ -101,8 +118,8 @@ async def pipeline(seconds: float, disable: str, concurrency: int, store: str = 
         await stack.start()
         headers = await prepare(stack)  # limits high: the bench measures the check, not refusals
         label = f"limits ({store}) + journal ON" if not disable else f"{disable} OFF"
-        return await bench_http(f"pipeline, {label}, c={concurrency}", f"{stack.url}/v1/tools/invoke",
-                                headers, bodies(True), concurrency, seconds)
+        return await _invoke_load(f"pipeline, {label}, c={concurrency}", f"{stack.url}/v1/tools/invoke",
+                                  headers, concurrency, seconds)
     finally:
         remove(stack)
 
