@@ -117,7 +117,7 @@ async def sse_fanout(url: str, token: str, journal: Journal, subscribers: int, n
         t0 = time.perf_counter()
         for _ in range(n // 50):
             await journal.record(events=[event(team, "agent.plan.updated", run_id="r", payload={"i": 1})
-                                         for _ in range(50)], team_id=team)
+                                         for _ in range(50)])
         await asyncio.wait_for(done.wait(), 120)
         elapsed = time.perf_counter() - t0
         for t in tasks:

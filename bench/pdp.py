@@ -41,6 +41,9 @@ class FixedGrants:
     def overrides(self, team_id: str, agent_id: str, tool: str) -> list[dict]:
         return []
 
+    def team_rules(self, team_id: str, tool: str) -> list[dict]:
+        return []
+
 
 TOOLS = {
     "A read (math)": {"tool_id": "math", "version": "1.0.0", "category": "A", "action": "read",
