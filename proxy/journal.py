@@ -281,6 +281,7 @@ class Journal:
                         log.warning("journal_rebind_failed", error=str(again) or type(again).__name__)
                 continue
             entries: list[Entry] = []
+            readable: list[Any] = []  # the messages of `entries`; unreadable ones are set aside
             for i, m in enumerate(msgs):
                 if i and i % 50 == 0:
                     await asyncio.sleep(0)  # the writer shares the loop with requests: let them in
@@ -289,6 +290,8 @@ class Journal:
                 except Exception:
                     log.error("journal_message_invalid", seq=m.metadata.sequence.stream)
                     await m.term()
+                    continue
+                readable.append(m)
             try:
                 if entries:
                     await self._write(entries)
@@ -296,20 +299,20 @@ class Journal:
                 # Postgres away: nothing is acked; everything comes back after a delay.
                 self._metrics.usage_write_errors.inc()
                 log.warning("journal_batch_failed", size=len(entries), error=str(exc) or type(exc).__name__)
-                await self._put_back(msgs)
+                await self._put_back(readable)
                 continue
             except Exception as exc:
                 # A record Postgres refuses must not block the others: write one by one.
                 self._metrics.usage_write_errors.inc()
                 self._metrics.journal_refused.inc()
                 log.warning("journal_batch_refused", size=len(entries), error=str(exc))
-                await self._one_by_one(msgs)
+                await self._one_by_one(readable)
                 continue
             now = datetime.now(timezone.utc)
             for e in entries:
                 if e.usage is not None:
                     self._metrics.usage_lag.observe(max(0.0, (now - e.usage.finished_at).total_seconds()))
-            for m in msgs:
+            for m in readable:
                 with contextlib.suppress(Exception):
                     await m.ack()
             if len(msgs) < self._batch_size:
