@@ -22,6 +22,7 @@ from eth_tester.exceptions import TransactionFailed, TransactionNotFound
 from eth_utils import to_checksum_address
 
 from proxy.embedded.ports import free_port
+from tests.loopback import serve
 
 # eth-tester's funded accounts use the private keys 1, 2, 3, ...
 FUNDED_KEYS = [f"0x{i:064x}" for i in range(1, 11)]
@@ -231,9 +232,7 @@ class ChainNode:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_post("/", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+        self._runner, _ = await serve(app, self.port)
 
     async def stop(self) -> None:
         if self._runner is not None:

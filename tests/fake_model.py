@@ -15,6 +15,8 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from tests.loopback import serve
+
 
 @dataclass
 class Answer:
@@ -73,11 +75,7 @@ class FakeModel:
     async def start(self) -> FakeModel:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._completions)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._runner, self.port = await serve(app)
         return self
 
     async def stop(self) -> None:

@@ -12,6 +12,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from proxy.embedded.ports import free_port
+from tests.loopback import serve
 
 
 @dataclass
@@ -51,9 +52,7 @@ class OtlpReceiver:
     async def start(self) -> None:
         app = web.Application(client_max_size=64 << 20)
         app.router.add_post("/v1/traces", self._traces)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
+        self._runner, _ = await serve(app, self.port)
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -17,6 +17,7 @@ from proxy.app import create_app
 from proxy.embedded.ports import free_port
 from tests.conftest import bearer, grant
 from tests.fake_model import Answer, FakeModel, call, say, scripted
+from tests.loopback import serve
 from tests.turn_helpers import (
     decide,
     get_turn,
@@ -204,10 +205,7 @@ async def test_a_redirecting_upstream_is_not_followed(model_app, token, team) ->
 
         app = web.Application()
         app.router.add_post("/v1/chat/completions", redirect)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        port = free_port()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
+        runner, port = await serve(app)
         try:
             client = await model_app(f"http://127.0.0.1:{port}/v1")
             status, done = await start_turn(client, token(team=team), "Hello?", agent="model")

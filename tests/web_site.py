@@ -19,6 +19,7 @@ from aiohttp import web
 from services.netguard.errors import dns_failed
 from services.netguard.settings import NetOptions, NetSettings
 from services.netguard.urls import IPAddress
+from tests.loopback import serve
 
 API_HEADER = "X-Api-Key"
 TEST_SECRETS_KEY = base64.urlsafe_b64encode(b"k" * 32).decode()
@@ -179,11 +180,7 @@ class Site:
 @contextlib.asynccontextmanager
 async def serve_site(root: Path) -> AsyncIterator[Site]:
     app = site_app()
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    runner, port = await serve(app)
     secret_dir = root / "secrets" / "external_apis"
     secret_dir.mkdir(parents=True)
     try:
