@@ -105,16 +105,17 @@ async def test_ordinary_traffic_has_no_refused_batch(client, token, team, db_poo
 
 
 class StartingUp:
-    """The real pool, except that its first `failures` acquisitions fail as a Postgres server
-    that is starting up answers (57P03): the state right after a restart, which no test can
-    time on a real server."""
+    """The real pool, except that some acquisitions fail as a Postgres server that is starting
+    up answers (57P03): the state right after a restart, which no test can time on a real
+    server. By default the first `failures`; with `at`, the acquisitions of those numbers."""
 
-    def __init__(self, pool: asyncpg.Pool, failures: int) -> None:
-        self.pool, self.failures = pool, failures
+    def __init__(self, pool: asyncpg.Pool, failures: int = 0, at: frozenset[int] = frozenset()) -> None:
+        self.pool, self.failures, self.at, self.acquired = pool, failures, at, 0
 
     def acquire(self):  # type: ignore[no-untyped-def]
-        if self.failures > 0:
-            self.failures -= 1
+        self.acquired += 1
+        if self.failures > 0 or self.acquired in self.at:
+            self.failures = max(0, self.failures - 1)
             raise asyncpg.exceptions.CannotConnectNowError("the database system is starting up")
         return self.pool.acquire()
 
@@ -176,6 +177,35 @@ async def test_a_record_postgres_keeps_refusing_is_set_aside(db_pool, nats_url, 
         ids = {str(r["call_id"]) for r in await db_pool.fetch(
             "SELECT call_id FROM usage_records WHERE team_id = $1", team)}
         assert ids == {good.key}
+    finally:
+        await journal.close()
+        await nc.close()
+
+
+async def test_postgres_going_away_during_the_one_by_one_pass_loses_nothing(db_pool, nats_url, team) -> None:
+    """A batch holding a record Postgres refuses is written record by record; Postgres goes
+    away during that pass (the second acquisition): the rest come back, the good record lands
+    and the refused one is still set aside only by its own refusals."""
+    pool = StartingUp(db_pool, at=frozenset({2}))
+    nc = await nats.connect(nats_url)
+    metrics = Metrics()
+    journal = Journal(nc, pool, metrics, retry_delay_s=0.05)  # type: ignore[arg-type]
+    try:
+        await journal.ensure()
+        now = datetime.now(timezone.utc)
+        bad, good = (_end(_start(str(uuid.uuid4()), team, now), now) for _ in range(2))
+        assert bad.usage is not None and good.usage is not None
+        # Both in the stream before the writer starts: its first batch holds both.
+        await journal.record(usage=bad.usage.model_copy(update={"http_status": 1 << 40}), key=bad.key)
+        await journal.record(usage=good.usage, key=good.key)
+        await journal.start()
+
+        async def settled() -> bool:
+            return _sample(metrics, "toolproxy_journal_dead_letters_total") == 1 and await db_pool.fetchval(
+                "SELECT count(*) FROM usage_records WHERE team_id = $1", team) == 1
+        await _until(settled)
+        assert await settled() and pool.acquired > 2
+        assert await db_pool.fetchval("SELECT call_id::text FROM usage_records WHERE team_id = $1", team) == good.key
     finally:
         await journal.close()
         await nc.close()
