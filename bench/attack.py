@@ -34,6 +34,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.load import Result, run  # noqa: E402
+from bench.pipeline import bare_handler  # noqa: E402
 from bench.setup import bench_stack, prepare, remove  # noqa: E402
 
 ATTACKER = ("attacker", "attacker-agent")
@@ -42,10 +43,16 @@ WORDS = ("policy proxy agent team quota limit budget service worker token call r
          "harvest bread apple milk order stock price ledger approval decision journal").split()
 
 
+def envelope(who: tuple[str, str], run: str) -> dict[str, str]:
+    """The seed's call context: the team and the agent run."""
+    return {"team_id": who[0], "agent_run_id": run}
+
+
 def calendar_attack_body() -> bytes:
     holidays = [f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}" for i in range(60_000)]
     return orjson.dumps({"tool": "calendar", "args": {
-        "op": "business_days", "start": "2026-01-01", "end": "2026-12-31", "holidays": holidays}})
+        "op": "business_days", "start": "2026-01-01", "end": "2026-12-31", "holidays": holidays},
+        "context": envelope(ATTACKER, "attack-calendar")})
 
 
 def prose(chars: int, seed: int) -> str:
@@ -60,7 +67,8 @@ def prose(chars: int, seed: int) -> str:
 
 
 def memory_attack_body() -> bytes:
-    return orjson.dumps({"tool": "memory", "args": {"text": prose(100_000, 7), "max_sentences": 5}})
+    return orjson.dumps({"tool": "memory", "args": {"text": prose(100_000, 7), "max_sentences": 5},
+                         "context": envelope(ATTACKER, "attack-memory")})
 
 
 async def attackers(session: aiohttp.ClientSession, url: str, headers: dict[str, str],
@@ -114,11 +122,12 @@ async def phase(label: str, url: str, victim_headers: dict[str, str],
         if attacks:
             await asyncio.sleep(1.0)  # the attack is under way before the victim is timed
         math = victim_call(v_s, url, victim_headers, lambda: orjson.dumps(
-            {"tool": "math", "args": {"expr": f"{next(counter)}+3*4"}}))
+            {"tool": "math", "args": {"expr": f"{next(counter)}+3*4"}, "context": envelope(VICTIM, "victim-math")}))
         jobs = [run(f"{label}: victim math, c=2", math, concurrency=2, seconds=seconds)]
         if victim_memory:
             small = victim_call(v_s, url, victim_headers, lambda: orjson.dumps(
-                {"tool": "memory", "args": {"text": prose(600, next(counter))}}), memory_outcomes)
+                {"tool": "memory", "args": {"text": prose(600, next(counter))},
+                 "context": envelope(VICTIM, "victim-memory")}), memory_outcomes)
             jobs.append(run(f"{label}: victim memory (600 chars), c=1", small, concurrency=1,
                             seconds=seconds))
         results = await asyncio.gather(*jobs)
@@ -133,8 +142,14 @@ async def main(seconds: float, workers: int) -> None:
         uvloop.install()
     except ImportError:
         pass
+    async with bare_handler() as bare_url:  # the same calls to a bare aiohttp handler, first
+        async with aiohttp.ClientSession() as s:
+            counter = itertools.count()
+            bare = await run("bare aiohttp handler: math body, c=2", victim_call(s, bare_url, {}, lambda: orjson.dumps(
+                {"tool": "math", "args": {"expr": f"{next(counter)}+3*4"}, "context": envelope(VICTIM, "victim-math")})),
+                concurrency=2, seconds=seconds)
+    lines: list[str] = [bare.line()]
     stack = bench_stack(workers)
-    lines: list[str] = []
     try:
         await stack.start()
         attacker = await prepare(stack, ("calendar", "memory"), team=ATTACKER[0], agent=ATTACKER[1])
@@ -155,6 +170,7 @@ async def main(seconds: float, workers: int) -> None:
             math = results[0]
             if idle_p99 is None:
                 idle_p99 = math.pct(0.99)
+                lines.append(f"{'':<4}victim math p99 / bare handler p99 (idle): {idle_p99 / bare.pct(0.99):.2f}")
             else:
                 lines.append(f"{'':<4}victim math p99 / idle p99: {math.pct(0.99) / idle_p99:.2f}"
                              "   (goal <= 2)")

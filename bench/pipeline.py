@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import platform
 import re
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -161,34 +163,47 @@ def line(r: Wrk) -> str:
             f"  non-2xx {r.non_2xx}{extra}")
 
 
-async def main(seconds: float, workers: int) -> None:
-    if shutil.which("wrk") is None:
-        sys.exit("wrk is not installed (Debian: apt-get install wrk)")
-    stack = bench_stack(workers)
-    bare_port = free_port()
-    bare = Child("bare", [sys.executable, "-c", BARE_SERVER, str(bare_port)],
+@contextlib.asynccontextmanager
+async def bare_handler() -> AsyncIterator[str]:
+    """The bare aiohttp JSON handler every pipeline figure is compared with, in the same run:
+    its URL while it serves."""
+    port = free_port()
+    bare = Child("bare", [sys.executable, "-c", BARE_SERVER, str(port)],
                  log_path=Path(tempfile.gettempdir()) / f"bench-bare-{os.getpid()}.log")
-    rows: list[Wrk] = []
+    bare.start()
     try:
-        await stack.start()
-        bare.start()
-        await _wait_port(bare_port)
-        headers = await prepare(stack)
-        auth = {"Authorization": headers["Authorization"]}
-        sampler = Sampler.of_stack(stack)
-        native = NATIVE_LUA.replace("TEAM", TEAM)
-        bare_url = f"http://127.0.0.1:{bare_port}/"
-        wrk("warm-up", stack.url, native, auth, 8, 2)
-        wrk("warm-up", bare_url, native, {}, 8, 1)
-        for c in (32, 1):
-            rows.append(await asyncio.to_thread(wrk, f"bare aiohttp handler, c={c}", bare_url, native, {}, c, seconds))
-            rows.append(await measured(f"pipeline /v1/tools/invoke, c={c}", stack, sampler, stack.url, native, auth, c, seconds))
-            rows.append(await measured(f"pipeline /mcp tools/call, c={c}", stack, sampler, stack.url, MCP_LUA,
-                                       {**auth, **MCP_HEADERS}, c, seconds))
-        rss_mb = sampler.rss_mb()
-        pg_conns = await _pg_connections(stack.database_url)
+        await _wait_port(port)
+        yield f"http://127.0.0.1:{port}/"
     finally:
         bare.stop()
+
+
+def require_wrk() -> None:
+    if shutil.which("wrk") is None:
+        sys.exit("wrk is not installed (Debian: apt-get install wrk)")
+
+
+async def main(seconds: float, workers: int) -> None:
+    require_wrk()
+    stack = bench_stack(workers)
+    rows: list[Wrk] = []
+    try:
+        async with bare_handler() as bare_url:
+            await stack.start()
+            headers = await prepare(stack)
+            auth = {"Authorization": headers["Authorization"]}
+            sampler = Sampler.of_stack(stack)
+            native = NATIVE_LUA.replace("TEAM", TEAM)
+            wrk("warm-up", stack.url, native, auth, 8, 2)
+            wrk("warm-up", bare_url, native, {}, 8, 1)
+            for c in (32, 1):
+                rows.append(await asyncio.to_thread(wrk, f"bare aiohttp handler, c={c}", bare_url, native, {}, c, seconds))
+                rows.append(await measured(f"pipeline /v1/tools/invoke, c={c}", stack, sampler, stack.url, native, auth, c, seconds))
+                rows.append(await measured(f"pipeline /mcp tools/call, c={c}", stack, sampler, stack.url, MCP_LUA,
+                                           {**auth, **MCP_HEADERS}, c, seconds))
+            rss_mb = sampler.rss_mb()
+            pg_conns = await _pg_connections(stack.database_url)
+    finally:
         remove(stack)
     by = {r.label: r for r in rows}
     print(f"\nmachine: {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}; "
