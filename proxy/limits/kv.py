@@ -6,16 +6,25 @@ once. A replica therefore never conflicts with itself, and a burst on one key co
 round trip, not one per call. Across replicas the write is conditional on the revision the
 computation was based on: if another replica changed the key, the write is refused, the key is
 read again and the round recomputed. Correctness never depends on the remembered revision.
+
+A reply that does not come in time (a busy server, or this process's event loop paused past the
+timeout) is not yet a failure: a read is asked again, and a write is sent again, recomputed if
+the key moved, under the round's one `Nats-Msg-Id`, so that JetStream acknowledges a copy that
+had landed as a duplicate instead of applying it twice (servers before 2.11 check the id before
+the expected revision, later ones after it: both cases end in the duplicate). Only a second
+timeout fails the round, and the caller fails closed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from nats.js.api import Header
+from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from proxy.jetstream import asset_missing
@@ -25,6 +34,7 @@ Ensure = Callable[[], Awaitable[None]]
 
 _MAX_ATTEMPTS = 16
 _CACHE_MAX = 50_000
+_WRONG_LAST_SEQUENCE = (10071, 10164)  # JetStream's error codes for a refused compare-and-set
 
 
 class Contended(Exception):
@@ -37,6 +47,9 @@ class CasStore:
 
     def __init__(self, kv: KeyValue, on_missing: Ensure | None = None) -> None:
         self._kv = kv
+        # The bucket's JetStream context and subject prefix (`$KV.<bucket>.`): a write is
+        # published directly, with headers KeyValue.update does not let us set.
+        self._js, self._prefix = kv._js, kv._pre
         self._on_missing = on_missing
         self._known: OrderedDict[str, tuple[bytes | None, int]] = OrderedDict()
         self._queued: dict[str, list[tuple[Step, asyncio.Future[Any]]]] = {}
@@ -88,27 +101,54 @@ class CasStore:
     async def _apply_once(self, key: str, steps: list[Step]) -> list[Any]:
         known = self._known.get(key)
         value, revision = known if known is not None else await self._read(key)
+        # One message id for every write of this round: whichever copy lands first is the only
+        # one JetStream applies; a later copy is acknowledged as its duplicate.
+        msg_id = uuid.uuid4().hex
+        timed_out: list[Any] | None = None  # the results of the write whose answer was lost
+        compute = True
         for _ in range(_MAX_ATTEMPTS):
-            current, changed, results = value, False, []
-            for step in steps:
-                new, result = step(current)
-                if new is not None:
-                    current, changed = new, True
-                results.append(result)
-            if not changed:
-                return results
+            if compute:
+                current, changed, results = value, False, []
+                for step in steps:
+                    new, result = step(current)
+                    if new is not None:
+                        current, changed = new, True
+                    results.append(result)
+                if not changed:
+                    # (After a lost answer this refuses or leaves the value, whether or not the
+                    # lost write landed: at worst a token or a count is spent for nothing.)
+                    return results
             try:
-                revision = await self._kv.update(key, current, last=revision, validate_keys=False)
+                ack = await self._publish(key, current, revision, msg_id)
             except KeyWrongLastSequenceError:
                 value, revision = await self._read(key)
+                compute = True
                 continue
-            self._remember(key, current, revision)
+            except asyncio.TimeoutError:  # nats.errors.TimeoutError is one
+                if timed_out is not None:
+                    raise
+                timed_out, compute = results, False  # the same message again
+                continue
+            if ack.duplicate:  # the write whose answer was lost had landed: its results stand
+                self._known.pop(key, None)
+                return timed_out if timed_out is not None else results
+            self._remember(key, current, int(ack.seq))
             return results
         raise Contended(key)
 
+    async def _publish(self, key: str, value: bytes, last: int, msg_id: str) -> Any:
+        """Write `value` if the key is still at revision `last`: JetStream's acknowledgement."""
+        headers = {Header.EXPECTED_LAST_SUBJECT_SEQUENCE: str(last), Header.MSG_ID: msg_id}
+        try:
+            return await self._js.publish(self._prefix + key, value, headers=headers)
+        except APIError as exc:
+            if exc.err_code in _WRONG_LAST_SEQUENCE:
+                raise KeyWrongLastSequenceError(description=exc.description) from exc
+            raise
+
     async def _read(self, key: str) -> tuple[bytes | None, int]:
         try:
-            entry = await self._kv.get(key, validate_keys=False)
+            entry = await self._get(key)
         except KeyNotFoundError as exc:
             # A deleted key has a tombstone revision to build on; a missing one has none.
             entry_rev = getattr(getattr(exc, "entry", None), "revision", None) or 0
@@ -116,6 +156,12 @@ class CasStore:
             return None, entry_rev
         self._remember(key, entry.value, entry.revision or 0)
         return entry.value, entry.revision or 0
+
+    async def _get(self, key: str) -> Any:
+        try:
+            return await self._kv.get(key, validate_keys=False)
+        except asyncio.TimeoutError:
+            return await self._kv.get(key, validate_keys=False)  # a read changes nothing: again
 
     def _remember(self, key: str, value: bytes | None, revision: int) -> None:
         self._known[key] = (value, revision)

@@ -1,0 +1,105 @@
+"""Compare-and-set on a real JetStream KV bucket when replies are late: a write whose
+acknowledgement is lost is applied once, not twice; a second timeout fails closed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from typing import Any
+
+import nats
+import pytest
+from nats.errors import TimeoutError as NatsTimeout
+from nats.js.api import KeyValueConfig, StorageType
+
+from proxy.limits.kv import CasStore
+
+
+@pytest.fixture
+async def kv(nats_url):
+    nc = await nats.connect(nats_url)
+    name = f"cas_test_{uuid.uuid4().hex[:8]}"
+    bucket = await nc.jetstream().create_key_value(
+        config=KeyValueConfig(bucket=name, history=1, storage=StorageType.MEMORY))
+    try:
+        yield bucket
+    finally:
+        await nc.jetstream().delete_key_value(name)
+        await nc.close()
+
+
+class LateReplies:
+    """A JetStream context whose next `lose` publishes reach the server (`deliver`) or not,
+    and whose acknowledgements never reach the caller: what a reply past the timeout is."""
+
+    def __init__(self, js: Any, lose: int, deliver: bool) -> None:
+        self._js, self.lose, self.deliver, self.sent = js, lose, deliver, 0
+
+    async def publish(self, subject: str, payload: bytes, headers: dict[str, str]) -> Any:
+        self.sent += 1
+        if self.lose > 0:
+            self.lose -= 1
+            if self.deliver:
+                with contextlib.suppress(Exception):  # whatever the server said, nobody hears it
+                    await self._js.publish(subject, payload, headers=headers)
+            raise NatsTimeout
+        return await self._js.publish(subject, payload, headers=headers)
+
+
+def increment(raw: bytes | None) -> tuple[bytes, int]:
+    n = int(raw or b"0") + 1
+    return str(n).encode(), n
+
+
+async def test_a_write_whose_acknowledgement_was_lost_is_applied_once(kv) -> None:
+    store = CasStore(kv)
+    assert await store.change("k", increment) == 1
+    store._js = late = LateReplies(store._js, lose=1, deliver=True)
+    assert await store.change("k", increment) == 2  # the same message again: a duplicate
+    # Servers before 2.11 dedupe the same copy; later ones first refuse its stale revision, and
+    # dedupe the copy recomputed on the value read again.
+    assert late.sent in (2, 3)
+    assert await store.read("k") == b"2"
+    assert await CasStore(kv).change("k", increment) == 3  # and the next write builds on it
+
+
+async def test_a_write_that_never_arrived_is_sent_again(kv) -> None:
+    store = CasStore(kv)
+    store._js = late = LateReplies(store._js, lose=1, deliver=False)
+    assert await store.change("k", increment) == 1
+    assert late.sent == 2 and await store.read("k") == b"1"
+
+
+async def test_a_second_timeout_fails_the_change_and_applies_at_most_once(kv) -> None:
+    store = CasStore(kv)
+    store._js = LateReplies(store._js, lose=2, deliver=True)
+    with pytest.raises(asyncio.TimeoutError):
+        await store.change("k", increment)
+    assert await store.read("k") == b"1"  # both copies carried one message id: stored once
+
+
+async def test_writers_that_contend_each_count_once(kv) -> None:
+    stores = [CasStore(kv) for _ in range(3)]
+    results = await asyncio.gather(*(stores[i % 3].change("k", increment) for i in range(60)))
+    assert sorted(results) == list(range(1, 61))
+    assert await stores[0].read("k") == b"60"
+
+
+class LateReads:
+    def __init__(self, kv: Any) -> None:
+        self._kv, self.lost = kv, 0
+
+    async def get(self, key: str, validate_keys: bool = True) -> Any:
+        if self.lost == 0:
+            self.lost += 1
+            raise NatsTimeout
+        return await self._kv.get(key, validate_keys=validate_keys)
+
+
+async def test_a_read_that_timed_out_is_asked_again(kv) -> None:
+    await CasStore(kv).change("k", increment)
+    store = CasStore(kv)
+    store._kv = late = LateReads(kv)
+    assert await store.change("k", increment) == 2
+    assert late.lost == 1
