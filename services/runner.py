@@ -10,6 +10,7 @@ import structlog
 from proxy.bus import Reconnects, connect
 from proxy.bus import close as close_nats
 from proxy.db import create_pool
+from proxy.heap import freeze_startup_objects
 from services.builtin import builtin_services
 from services.llm.config import LlmSettings
 from services.wallet.service import configured_wallet
@@ -38,6 +39,7 @@ async def run_services(database_url: str, nats_url: str) -> None:
         for s in services:
             await s.start(nc)
         log.info("services_started", tools=[m.tool_id for s in services for m in s.manifests])
+        freeze_startup_objects()
         await stop.wait()
     finally:
         for s in services:

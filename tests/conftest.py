@@ -8,7 +8,18 @@ import asyncpg
 import pytest
 
 from proxy.db import create_pool, migrate
+from proxy.heap import freeze_startup_objects
 from tests.infra import OPA_ABSENT_REASON, fresh_database, nats_server, opa_server, postgres_server
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _earlier_modules_out_of_the_collectors_sight() -> object:
+    """This process runs the whole suite and ends holding ~2 M objects (web3, py-evm,
+    schemathesis, every module's leftovers): a full collection then paused the event loop for
+    1-2 s, past the 1 s timeouts of the calls under test. After each module, what is left is
+    frozen, as a served process freezes its start-up objects."""
+    yield
+    freeze_startup_objects()
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ from proxy.app import create_app
 from proxy.cli.common import CliError
 from proxy.embedded.child import Child
 from proxy.embedded.ports import port_is_free
+from proxy.heap import freeze_startup_objects
 from proxy.config import Settings
 from proxy.http.server import serve_until_stopped
 from proxy.logs import configure_logging
@@ -44,12 +45,7 @@ def serve(settings: Settings) -> int:
 
 
 async def _freeze_startup_objects(app: web.Application) -> None:
-    """What start-up allocated lives as long as the process: out of the collector's sight, so
-    full collections (pauses, under load) have less to walk."""
-    import gc
-
-    gc.collect()
-    gc.freeze()
+    freeze_startup_objects()
 
 
 def _supervise_workers(settings: Settings) -> int:

@@ -10,6 +10,7 @@ import structlog
 from proxy.bus import close as close_nats
 from proxy.bus import connect
 from proxy.db import create_pool
+from proxy.heap import freeze_startup_objects
 from services.plugins.config import PluginSettings
 from services.plugins.host import PluginHost
 from services.plugins.pool import WorkerPool
@@ -31,6 +32,7 @@ async def run_plugin_host(database_url: str, nats_url: str, settings: PluginSett
         await host.start()
         log.info("plugin_host_started", workers=workers.pids(), seccomp=workers.seccomp,
                  serving=host.serving())
+        freeze_startup_objects()
         await stop.wait()
     finally:
         await host.close()
