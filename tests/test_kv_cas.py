@@ -103,3 +103,14 @@ async def test_a_read_that_timed_out_is_asked_again(kv) -> None:
     store._kv = late = LateReads(kv)
     assert await store.change("k", increment) == 2
     assert late.lost == 1
+
+
+async def test_a_timeout_with_the_connection_lost_fails_at_once(kv, nats_url) -> None:
+    store = CasStore(kv)
+    store._js = late = LateReplies(store._js, lose=1, deliver=False)
+    gone = await nats.connect(nats_url)
+    await gone.close()
+    store._nc = gone  # a client whose connection is lost, as this one's would be
+    with pytest.raises(asyncio.TimeoutError):
+        await store.change("k", increment)
+    assert late.sent == 1  # not sent again: the call is refused now, not after a second timeout

@@ -12,7 +12,7 @@ timeout) is not yet a failure: a read is asked again, and a write is sent again,
 the key moved, under the round's one `Nats-Msg-Id`, so that JetStream acknowledges a copy that
 had landed as a duplicate instead of applying it twice (servers before 2.11 check the id before
 the expected revision, later ones after it: both cases end in the duplicate). Only a second
-timeout fails the round, and the caller fails closed.
+timeout fails the round, or a first one once the connection is lost: the caller fails closed.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ class CasStore:
         # The bucket's JetStream context and subject prefix (`$KV.<bucket>.`): a write is
         # published directly, with headers KeyValue.update does not let us set.
         self._js, self._prefix = kv._js, kv._pre
+        self._nc = self._js._nc  # a timeout with the connection lost is not asked again
         self._on_missing = on_missing
         self._known: OrderedDict[str, tuple[bytes | None, int]] = OrderedDict()
         self._queued: dict[str, list[tuple[Step, asyncio.Future[Any]]]] = {}
@@ -125,7 +126,7 @@ class CasStore:
                 compute = True
                 continue
             except asyncio.TimeoutError:  # nats.errors.TimeoutError is one
-                if timed_out is not None:
+                if timed_out is not None or not self._nc.is_connected:
                     raise
                 timed_out, compute = results, False  # the same message again
                 continue
@@ -161,6 +162,8 @@ class CasStore:
         try:
             return await self._kv.get(key, validate_keys=False)
         except asyncio.TimeoutError:
+            if not self._nc.is_connected:
+                raise
             return await self._kv.get(key, validate_keys=False)  # a read changes nothing: again
 
     def _remember(self, key: str, value: bytes | None, revision: int) -> None:
