@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -152,6 +154,56 @@ def test_the_allowlist_names_none_of_the_forbidden_syscalls() -> None:
     assert not allowed & NEVER, allowed & NEVER
     assert "tgkill" in allowed and "prlimit64" in allowed  # both only with conditions
     assert not {"tgkill", "prlimit64", "read", "write", "mmap", "mprotect"} & set(worker.PLAIN_SYSCALLS)
+
+
+# --- a host that is not root: no chroot, the same filter and limits ----------------------------
+
+NOBODY = 65534
+
+
+@pytest.fixture
+def as_nobody(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """An interpreter for the workers that runs them as nobody, as `make up` by a normal user
+    would; their sandbox directory is nobody's too, as a non-root host's own would be."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv (util-linux) to start a worker as another user")
+    wrapper = tmp_path / "python-as-nobody"
+    wrapper.write_text(f'#!/bin/sh\nexec setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups '
+                       f'{sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    made = tempfile.mkdtemp
+
+    def nobodys_dir(*args: Any, **kwargs: Any) -> str:
+        path = made(*args, **kwargs)
+        os.chown(path, NOBODY, NOBODY)
+        return path
+
+    monkeypatch.setattr(tempfile, "mkdtemp", nobodys_dir)
+    return str(wrapper)
+
+
+async def test_a_worker_of_an_unprivileged_host_is_locked_down_without_chroot(pool_of, as_nobody) -> None:
+    pool = await pool_of(SandboxLimits(), python=as_nobody)
+    assert pool.seccomp is True, pool.unavailable
+    result = await pool.run(JOB, deadline=time.time() + 5, on_internal=no_internal)
+    assert result.output == {"words": 4}
+    hog = Job(source="function invoke(a) { let k = []; for (;;) k.push(new Array(100000).fill(7)); }",
+              args={}, context={})
+    with pytest.raises(PluginFailure) as failed:
+        await pool.run(hog, deadline=time.time() + 10, on_internal=no_internal)
+    assert failed.value.code == "plugin_memory"
+    await pool.wait_full()
+    for pid in pool.pids():
+        st = status(pid)
+        assert st["Uid"].split() == [str(NOBODY)] * 4
+        assert (st["Seccomp"], st["NoNewPrivs"]) == ("2", "1")
+        assert os.readlink(f"/proc/{pid}/root") == "/"  # not chrooted: a user cannot
+        assert os.readlink(f"/proc/{pid}/cwd") == pool._root  # an empty directory of its own
+        assert os.listdir(f"/proc/{pid}/fd") == ["0"]
+        limits = Path(f"/proc/{pid}/limits").read_text().splitlines()
+        assert next(l for l in limits if l.startswith("Max processes")).split()[2:4] == ["0", "0"]
+        assert next(l for l in limits if l.startswith("Max open files")).split()[3:5] == ["1", "1"]
+    assert os.listdir(pool._root) == []
 
 
 # --- required, and a filter that cannot be had ---------------------------------------------------
