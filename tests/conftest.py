@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import asyncpg
 import pytest
@@ -49,6 +51,22 @@ async def db_pool(database_url: str) -> AsyncIterator[asyncpg.Pool]:
 async def nats_url() -> AsyncIterator[str]:
     async with nats_server() as url:
         yield url
+
+
+@pytest.fixture
+async def kv_bucket(nats_url: str) -> AsyncIterator[Any]:
+    """An empty in-memory JetStream KV bucket of the test's own, deleted afterwards."""
+    import nats
+    from nats.js.api import KeyValueConfig, StorageType
+
+    nc = await nats.connect(nats_url)
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    try:
+        yield await nc.jetstream().create_key_value(
+            config=KeyValueConfig(bucket=name, history=1, storage=StorageType.MEMORY))
+    finally:
+        await nc.jetstream().delete_key_value(name)
+        await nc.close()
 
 
 @pytest.fixture(scope="session")

@@ -5,28 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from typing import Any
 
 import nats
 import pytest
 from nats.errors import TimeoutError as NatsTimeout
-from nats.js.api import KeyValueConfig, StorageType
 
 from proxy.limits.kv import CasStore
-
-
-@pytest.fixture
-async def kv(nats_url):
-    nc = await nats.connect(nats_url)
-    name = f"cas_test_{uuid.uuid4().hex[:8]}"
-    bucket = await nc.jetstream().create_key_value(
-        config=KeyValueConfig(bucket=name, history=1, storage=StorageType.MEMORY))
-    try:
-        yield bucket
-    finally:
-        await nc.jetstream().delete_key_value(name)
-        await nc.close()
 
 
 class LateReplies:
@@ -52,8 +37,8 @@ def increment(raw: bytes | None) -> tuple[bytes, int]:
     return str(n).encode(), n
 
 
-async def test_a_write_whose_acknowledgement_was_lost_is_applied_once(kv) -> None:
-    store = CasStore(kv)
+async def test_a_write_whose_acknowledgement_was_lost_is_applied_once(kv_bucket) -> None:
+    store = CasStore(kv_bucket)
     assert await store.change("k", increment) == 1
     store._js = late = LateReplies(store._js, lose=1, deliver=True)
     assert await store.change("k", increment) == 2  # the same message again: a duplicate
@@ -61,26 +46,26 @@ async def test_a_write_whose_acknowledgement_was_lost_is_applied_once(kv) -> Non
     # dedupe the copy recomputed on the value read again.
     assert late.sent in (2, 3)
     assert await store.read("k") == b"2"
-    assert await CasStore(kv).change("k", increment) == 3  # and the next write builds on it
+    assert await CasStore(kv_bucket).change("k", increment) == 3  # and the next write builds on it
 
 
-async def test_a_write_that_never_arrived_is_sent_again(kv) -> None:
-    store = CasStore(kv)
+async def test_a_write_that_never_arrived_is_sent_again(kv_bucket) -> None:
+    store = CasStore(kv_bucket)
     store._js = late = LateReplies(store._js, lose=1, deliver=False)
     assert await store.change("k", increment) == 1
     assert late.sent == 2 and await store.read("k") == b"1"
 
 
-async def test_a_second_timeout_fails_the_change_and_applies_at_most_once(kv) -> None:
-    store = CasStore(kv)
+async def test_a_second_timeout_fails_the_change_and_applies_at_most_once(kv_bucket) -> None:
+    store = CasStore(kv_bucket)
     store._js = LateReplies(store._js, lose=2, deliver=True)
     with pytest.raises(asyncio.TimeoutError):
         await store.change("k", increment)
     assert await store.read("k") == b"1"  # both copies carried one message id: stored once
 
 
-async def test_writers_that_contend_each_count_once(kv) -> None:
-    stores = [CasStore(kv) for _ in range(3)]
+async def test_writers_that_contend_each_count_once(kv_bucket) -> None:
+    stores = [CasStore(kv_bucket) for _ in range(3)]
     results = await asyncio.gather(*(stores[i % 3].change("k", increment) for i in range(60)))
     assert sorted(results) == list(range(1, 61))
     assert await stores[0].read("k") == b"60"
@@ -97,16 +82,16 @@ class LateReads:
         return await self._kv.get(key, validate_keys=validate_keys)
 
 
-async def test_a_read_that_timed_out_is_asked_again(kv) -> None:
-    await CasStore(kv).change("k", increment)
-    store = CasStore(kv)
-    store._kv = late = LateReads(kv)
+async def test_a_read_that_timed_out_is_asked_again(kv_bucket) -> None:
+    await CasStore(kv_bucket).change("k", increment)
+    store = CasStore(kv_bucket)
+    store._kv = late = LateReads(kv_bucket)
     assert await store.change("k", increment) == 2
     assert late.lost == 1
 
 
-async def test_a_timeout_with_the_connection_lost_fails_at_once(kv, nats_url) -> None:
-    store = CasStore(kv)
+async def test_a_timeout_with_the_connection_lost_fails_at_once(kv_bucket, nats_url) -> None:
+    store = CasStore(kv_bucket)
     store._js = late = LateReplies(store._js, lose=1, deliver=False)
     gone = await nats.connect(nats_url)
     await gone.close()
@@ -114,3 +99,14 @@ async def test_a_timeout_with_the_connection_lost_fails_at_once(kv, nats_url) ->
     with pytest.raises(asyncio.TimeoutError):
         await store.change("k", increment)
     assert late.sent == 1  # not sent again: the call is refused now, not after a second timeout
+
+
+async def test_a_read_timeout_with_the_connection_lost_fails_at_once(kv_bucket, nats_url) -> None:
+    store = CasStore(kv_bucket)
+    store._kv = late = LateReads(kv_bucket)
+    gone = await nats.connect(nats_url)
+    await gone.close()
+    store._nc = gone
+    with pytest.raises(asyncio.TimeoutError):
+        await store.change("k", increment)
+    assert late.lost == 1

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 
-import nats
 import pytest
-from nats.js.api import KeyValueConfig, StorageType
 
 from proxy.limits.gcra import Rate
 from proxy.limits.kv import CasStore
@@ -27,12 +24,8 @@ def test_take_up_to_takes_what_the_bucket_holds() -> None:
 
 
 @pytest.fixture
-async def buckets(nats_url):
-    nc = await nats.connect(nats_url)
-    name = f"lease_test_{uuid.uuid4().hex[:8]}"
-    kv = await nc.jetstream().create_key_value(
-        config=KeyValueConfig(bucket=name, history=1, storage=StorageType.MEMORY))
-    replicas = [LeasedBuckets(CasStore(kv)) for _ in range(2)]
+async def buckets(kv_bucket):
+    replicas = [LeasedBuckets(CasStore(kv_bucket)) for _ in range(2)]
     for b in replicas:
         b.start()
     try:
@@ -40,8 +33,6 @@ async def buckets(nats_url):
     finally:
         for b in replicas:
             await b.close()
-        await nc.jetstream().delete_key_value(name)
-        await nc.close()
 
 
 async def _admit(b: LeasedBuckets, rate: Rate) -> bool:
