@@ -106,35 +106,21 @@ def decision_record(
 _INSERT = """
 INSERT INTO decisions (decision_id, time, policy_revision, engine, team_id, agent_id, roles, tool,
                        phase, result, reasons, error_code, latency_us, call_id, input, output)
-SELECT d, t, rev, eng, team, agent, roles::jsonb, tool, phase, res, reasons::jsonb, code, lat,
-       call, inp::jsonb, outp::jsonb
-FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[], $6::text[],
-            $7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
-            $13::float8[], $14::uuid[], $15::text[], $16::text[])
-     AS b(d, t, rev, eng, team, agent, roles, tool, phase, res, reasons, code, lat, call, inp,
-          outp)
+SELECT b.decision_id, b.time, b.policy_revision, b.engine, b.team_id, b.agent_id, b.roles, b.tool,
+       b.phase, b.result, b.reasons, b.error_code, b.latency_us, NULLIF(b.call_id, '')::uuid,
+       b.input, b.output
+FROM jsonb_to_recordset($1::text::jsonb) AS b(
+    decision_id uuid, time timestamptz, policy_revision text, engine text, team_id text,
+    agent_id text, roles jsonb, tool text, phase text, result text, reasons jsonb,
+    error_code text, latency_us float8, call_id text, input jsonb, output jsonb)
 ON CONFLICT (decision_id) DO NOTHING
 """
 
 
-async def write_decisions(conn: asyncpg.Connection | asyncpg.Pool, records: list[DecisionRecord]) -> None:
-    if not records:
-        return
-    cols: list[list[Any]] = [[] for _ in range(16)]
-    for r in records:
-        # JSON columns travel as text (asyncpg would read nested lists as array dimensions);
-        # ids too (asyncpg parses a UUID string itself, far cheaper than uuid.UUID()).
-        values = (
-            r.decision_id, r.time, r.policy_revision, r.engine, r.team_id, r.agent_id,
-            orjson.dumps(r.roles).decode(), r.tool, r.phase, r.result,
-            orjson.dumps(r.reasons).decode(), r.error_code, r.latency_us,
-            r.call_id or None,
-            orjson.dumps(r.input).decode() if r.input is not None else None,
-            orjson.dumps(r.output).decode() if r.output is not None else None,
-        )
-        for col, v in zip(cols, values):
-            col.append(v)
-    await conn.execute(_INSERT, *cols)
+async def write_decisions(conn: asyncpg.Connection | asyncpg.Pool, rows: list[dict[str, Any]]) -> None:
+    """Insert decision records (as JSON, the journal's form); Postgres reads the rows itself."""
+    if rows:
+        await conn.execute(_INSERT, orjson.dumps(rows).decode())
 
 
 async def query_decisions(

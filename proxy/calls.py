@@ -3,6 +3,7 @@ and the read model of GET /v1/calls/{call_id}."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from datetime import datetime
 from typing import Any
@@ -10,6 +11,8 @@ from typing import Any
 import asyncpg
 import orjson
 from pydantic import BaseModel, ConfigDict
+
+from proxy.ids import dashed
 
 TERMINAL = ("COMPLETED", "FAILED", "DENIED", "UNAVAILABLE", "CANCELLED")
 
@@ -51,17 +54,16 @@ INSERT INTO calls AS c (call_id, team_id, agent_id, agent_run_id, tool, status, 
                         http_status, response, diagnostic, refs, created_at, started_at,
                         deadline_at, finished_at, latency_ms, turn_id)
 SELECT b.call_id, b.team_id, b.agent_id, b.agent_run_id, b.tool, b.status, b.owner, b.args_hash,
-       b.args_size, b.confidential, b.idempotency_key, b.decision_id, b.result_id, b.http_status,
-       b.response::jsonb, b.diagnostic, b.refs::jsonb, b.created_at, b.started_at, b.deadline_at,
-       b.finished_at, b.latency_ms, b.turn_id
-FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-            $8::text[], $9::int[], $10::bool[], $11::text[], $12::uuid[], $13::uuid[], $14::int[],
-            $15::text[], $16::text[], $17::text[], $18::timestamptz[], $19::timestamptz[],
-            $20::timestamptz[], $21::timestamptz[], $22::float8[], $23::uuid[])
-     AS b(call_id, team_id, agent_id, agent_run_id, tool, status, owner, args_hash, args_size,
-          confidential, idempotency_key, decision_id, result_id, http_status, response,
-          diagnostic, refs, created_at, started_at, deadline_at, finished_at, latency_ms,
-          turn_id)
+       b.args_size, b.confidential, b.idempotency_key, NULLIF(b.decision_id, '')::uuid,
+       NULLIF(b.result_id, '')::uuid, b.http_status, b.response, b.diagnostic, b.refs,
+       b.created_at, b.started_at, b.deadline_at, b.finished_at, b.latency_ms,
+       NULLIF(b.turn_id, '')::uuid
+FROM jsonb_to_recordset($1::text::jsonb) AS b(
+    call_id uuid, team_id text, agent_id text, agent_run_id text, tool text, status text,
+    owner text, args_hash text, args_size int, confidential bool, idempotency_key text,
+    decision_id text, result_id text, http_status int, response jsonb, diagnostic text,
+    refs jsonb, created_at timestamptz, started_at timestamptz, deadline_at timestamptz,
+    finished_at timestamptz, latency_ms float8, turn_id text)
 ON CONFLICT (call_id) DO UPDATE SET
     status       = CASE WHEN c.status IN ('COMPLETED', 'FAILED', 'DENIED', 'UNAVAILABLE', 'CANCELLED')
                         THEN c.status ELSE EXCLUDED.status END,
@@ -106,26 +108,15 @@ def fold(records: list[CallRecord]) -> list[CallRecord]:
     return list(merged.values())
 
 
-async def write_calls(conn: asyncpg.Connection, records: list[CallRecord]) -> None:
-    """Upsert; a call that already reached a terminal status is never changed again (so a
-    late start record, or a second ending, cannot undo the first ending)."""
-    if not records:
+async def write_calls(conn: asyncpg.Connection, rows: list[dict[str, Any]]) -> None:
+    """Upsert call records (as JSON, the journal's form); a call that already reached a
+    terminal status is never changed again (so a late start record, or a second ending,
+    cannot undo the first ending). Postgres reads the rows itself: one text parameter."""
+    if not rows:
         return
-    cols: list[list[Any]] = [[] for _ in range(23)]
-    for r in fold(records):
-        # Ids travel as text: asyncpg parses a UUID string itself, far cheaper than uuid.UUID().
-        values = (
-            r.call_id, r.team_id, r.agent_id, r.agent_run_id, r.tool, r.status,
-            r.owner, r.args_hash, r.args_size, r.confidential, r.idempotency_key,
-            r.decision_id or None, r.result_id or None, r.http_status,
-            orjson.dumps(r.response).decode() if r.response is not None else None,
-            r.diagnostic, orjson.dumps(r.refs).decode() if r.refs is not None else None,
-            r.created_at, r.started_at, r.deadline_at, r.finished_at, r.latency_ms,
-            r.turn_id or None,
-        )
-        for col, v in zip(cols, values):
-            col.append(v)
-    await conn.execute(_UPSERT, *cols)
+    if len({r["call_id"] for r in rows}) < len(rows):  # a call's start and end in one batch
+        rows = [r.model_dump(mode="json") for r in fold([CallRecord.model_validate(r) for r in rows])]
+    await conn.execute(_UPSERT, orjson.dumps(rows).decode())
 
 
 def _iso(v: datetime | None) -> str | None:
@@ -136,11 +127,19 @@ def result_id_for(call_id: str) -> str:
     """A call's result id: derived from its call id by a fixed mask that keeps the UUID's
     version and variant, so a result is found from its id alone (GET /v1/results/{id}), in
     Postgres or still in the journal. Different from the call id, one per call."""
-    return str(uuid.UUID(int=uuid.UUID(call_id).int ^ _RESULT_MASK))
+    return _masked(call_id)
 
 
 def call_id_of(result_id: str) -> str:
-    return str(uuid.UUID(int=uuid.UUID(result_id).int ^ _RESULT_MASK))
+    return _masked(result_id)
+
+
+def _masked(id_: str) -> str:
+    digits = id_.replace("-", "")
+    if len(digits) == 32 and digits.isascii():  # the canonical form, without a uuid.UUID
+        with contextlib.suppress(ValueError):
+            return dashed(f"{int(digits, 16) ^ _RESULT_MASK:032x}")
+    return str(uuid.UUID(int=uuid.UUID(id_).int ^ _RESULT_MASK))  # any other form, or ValueError
 
 
 _RESULT_MASK = int("a5a5a5a5a5a50a5a1a5aa5a5a5a5a5a5", 16)  # zero on the version and variant bits

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
 
 import asyncpg
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from proxy.ids import new_id
 
 CHANNEL = "toolproxy_events"
 MAX_PAYLOAD_BYTES = 4096
@@ -44,7 +45,7 @@ class ToolEvent(BaseModel):
 class EventRecord(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    event_id: str = Field(default_factory=lambda: str(uuid.uuid4()))
+    event_id: str = Field(default_factory=new_id)
     team_id: str
     type: str
     time: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
@@ -64,8 +65,9 @@ def event(team_id: str, type_: str, *, run_id: str | None = None, call_id: str |
     encoded = orjson.dumps(body)
     if len(encoded) > MAX_PAYLOAD_BYTES:
         body = {"truncated": True, "bytes": len(encoded)}
-    return EventRecord(team_id=team_id, type=type_, run_id=run_id, call_id=call_id,
-                       turn_id=turn_id, refs=refs or {}, payload=body)
+    return EventRecord(event_id=new_id(), time=datetime.now(timezone.utc), team_id=team_id,
+                       type=type_, run_id=run_id, call_id=call_id, turn_id=turn_id,
+                       refs=refs or {}, payload=body)
 
 
 def tool_events(team_id: str, tool_id: str, observations: list[Any], *, run_id: str | None,
@@ -93,49 +95,52 @@ def tool_events(team_id: str, tool_id: str, observations: list[Any], *, run_id: 
     return events, notes
 
 
-async def write_events(conn: asyncpg.Connection, records: list[EventRecord]) -> None:
-    """Numbers each team's new events after its last one (a row lock on the team's counter
-    makes writers on several replicas take turns), inserts them, and notifies listeners."""
-    if not records:
-        return
-    # A call's first events travel twice (in its start record, so followers see it running,
-    # and again with its ending, so its events stay in order even if the ending is written
-    # first): keep each event once, and number only new ones (no gaps).
-    unique = {r.event_id: r for r in records}
-    # Ids travel as text: asyncpg parses a UUID string itself, far cheaper than uuid.UUID().
-    known = await conn.fetch(
-        "SELECT event_id FROM events WHERE event_id = ANY($1::uuid[])", list(unique))
-    for row in known:
-        unique.pop(str(row["event_id"]), None)
-    by_team: dict[str, list[EventRecord]] = {}
-    for r in unique.values():
-        by_team.setdefault(r.team_id, []).append(r)
-    for team, items in sorted(by_team.items()):
-        last = await conn.fetchval(
-            """INSERT INTO event_counters AS c (team_id, last) VALUES ($1, $2)
-               ON CONFLICT (team_id) DO UPDATE SET last = c.last + $2
-               RETURNING last""",
-            team, len(items),
-        )
-        first = last - len(items) + 1
-        items = sorted(items, key=lambda e: e.time)
-        await conn.execute(
-            """INSERT INTO events (team_id, sequence, event_id, type, time, run_id, call_id, refs,
-                                   payload, turn_id)
-               SELECT $1, first_seq + n - 1, e, t, tm, r, c, refs::jsonb, p::jsonb, tu
-               FROM unnest($3::uuid[], $4::text[], $5::timestamptz[], $6::text[], $7::uuid[],
-                           $8::text[], $9::text[], $10::uuid[])
-                    WITH ORDINALITY AS b(e, t, tm, r, c, refs, p, tu, n),
-                    (SELECT $2::bigint AS first_seq) f
-               ON CONFLICT (event_id) DO NOTHING""",
-            team, first,
-            [e.event_id for e in items], [e.type for e in items], [e.time for e in items],
-            [e.run_id for e in items], [e.call_id or None for e in items],
-            [orjson.dumps(e.refs).decode() for e in items],
-            [orjson.dumps(e.payload).decode() for e in items],
-            [e.turn_id or None for e in items],
-        )
-        await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, team)
+# One statement per batch: each event once (a call's first events travel twice: in its start
+# record, so followers see it running, and again with its ending, so its events stay in order
+# even if the ending is written first), only events not yet written, numbered after each team's
+# last (the upsert on the team's counter row makes writers on several replicas take turns), in
+# time order and, at equal times, in the order they came; listeners are notified per team.
+_INSERT = """
+WITH given AS (
+    SELECT DISTINCT ON (x.event_id) x.event_id, x.team_id, x.type, x.time, x.run_id,
+           NULLIF(x.call_id, '')::uuid AS call_id, NULLIF(x.turn_id, '')::uuid AS turn_id,
+           coalesce(x.refs, '{}') AS refs, coalesce(x.payload, '{}') AS payload, a.idx
+    FROM jsonb_array_elements($1::text::jsonb) WITH ORDINALITY AS a(doc, idx),
+         LATERAL jsonb_to_record(a.doc) AS x(event_id uuid, team_id text, type text,
+                                             time timestamptz, run_id text, call_id text,
+                                             turn_id text, refs jsonb, payload jsonb)
+    ORDER BY x.event_id, a.idx
+),
+fresh AS (
+    SELECT g.*, row_number() OVER (PARTITION BY g.team_id ORDER BY g.time, g.idx) AS n,
+           count(*) OVER (PARTITION BY g.team_id) AS k
+    FROM given g
+    WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.event_id = g.event_id)
+),
+counted AS (
+    INSERT INTO event_counters AS c (team_id, last)
+    SELECT team_id, count(*) FROM fresh GROUP BY team_id ORDER BY team_id
+    ON CONFLICT (team_id) DO UPDATE SET last = c.last + EXCLUDED.last
+    RETURNING c.team_id, c.last
+),
+written AS (
+    INSERT INTO events (team_id, sequence, event_id, type, time, run_id, call_id, refs, payload,
+                        turn_id)
+    SELECT f.team_id, c.last - f.k + f.n, f.event_id, f.type, f.time, f.run_id, f.call_id,
+           f.refs, f.payload, f.turn_id
+    FROM fresh f JOIN counted c ON c.team_id = f.team_id
+    ON CONFLICT (event_id) DO NOTHING
+    RETURNING team_id
+)
+SELECT pg_notify('""" + CHANNEL + """', team_id) FROM (SELECT DISTINCT team_id FROM written) t
+"""
+
+
+async def write_events(conn: asyncpg.Connection, rows: list[dict[str, Any]]) -> None:
+    """Write events (as JSON, the journal's form): Postgres reads the rows itself, dedupes,
+    numbers and notifies, in one round trip."""
+    if rows:
+        await conn.execute(_INSERT, orjson.dumps(rows).decode())
 
 
 def _row(r: asyncpg.Record) -> dict[str, Any]:

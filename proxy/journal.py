@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import asyncpg
+import orjson
 import structlog
 from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
@@ -34,7 +35,7 @@ from proxy.calls import CallRecord, write_calls
 from proxy.events import EventRecord, write_events
 from proxy.jetstream import Ensure, asset_missing
 from proxy.metrics import Metrics
-from proxy.usage import UsageRecord, write_batch
+from proxy.usage import UsageRecord, write_usage
 
 log = structlog.get_logger("toolproxy.journal")
 
@@ -80,14 +81,43 @@ def call_subject(call_id: str) -> str:
     return f"{SUBJECT_PREFIX}.call.{call_id}"
 
 
-async def write_entries(conn: asyncpg.Connection, entries: list[Entry]) -> None:
+def entry_doc(entry: Entry) -> dict[str, Any]:
+    """An entry in its JSON form, as the writer reads it from the stream."""
+    return entry.model_dump(mode="json")
+
+
+def read_doc(data: bytes) -> dict[str, Any] | None:
+    """A journal message as JSON, or None if it is not an entry's shape at all. Its fields are
+    checked by the tables' own types as Postgres reads them: a batch holding a bad one is
+    refused whole, and the one-by-one pass finds it (`Entry` validation) and sets it aside."""
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("key"), str):
+        return None
+    for part in ("usage", "call"):
+        if not isinstance(doc.get(part) or {}, dict):
+            return None
+    for part in ("decisions", "events"):
+        items = doc.get(part) or []
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            return None
+    return doc
+
+
+async def write_docs(conn: asyncpg.Connection, docs: list[dict[str, Any]]) -> None:
+    """Entries (JSON form) in one transaction: each table's rows go as one JSON text that
+    Postgres reads itself (nothing encoded value by value here)."""
     async with conn.transaction():
-        usage = [e.usage for e in entries if e.usage is not None]
-        if usage:
-            await write_batch(conn, usage)
-        await write_calls(conn, [e.call for e in entries if e.call is not None])
-        await write_decisions(conn, [d for e in entries for d in e.decisions])
-        await write_events(conn, [ev for e in entries for ev in e.events])
+        await write_usage(conn, [d["usage"] for d in docs if d.get("usage")])
+        await write_calls(conn, [d["call"] for d in docs if d.get("call")])
+        await write_decisions(conn, [x for d in docs for x in d.get("decisions") or ()])
+        await write_events(conn, [x for d in docs for x in d.get("events") or ()])
+
+
+async def write_entries(conn: asyncpg.Connection, entries: list[Entry]) -> None:
+    await write_docs(conn, [entry_doc(e) for e in entries])
 
 
 async def ensure_stream(js: JetStreamContext) -> None:
@@ -144,7 +174,7 @@ class Journal:
         self._linger_s = linger_s
         self._retry_delay_s = retry_delay_s
         self._task: asyncio.Task[None] | None = None
-        self._fallback: list[Entry] = []  # publish and direct write both failed
+        self._fallback: list[dict[str, Any]] = []  # entries whose publish and direct write failed
         self._refusals: dict[int, int] = {}  # stream sequence -> times Postgres refused it
         self._stopping = False
         self._sub: Any = None
@@ -205,12 +235,13 @@ class Journal:
         entry = Entry(usage=usage, call=call, decisions=decisions, events=events, key=key)
         if self._nc.is_connected and await self._publish(entry):
             return
+        doc = entry_doc(entry)
         try:
-            await self._write([entry])
+            await self._write([doc])
         except Exception as exc:
             self._metrics.usage_write_errors.inc()
             log.error("journal_entry_deferred", key=key, error=str(exc))
-            self._fallback.append(entry)
+            self._fallback.append(doc)
 
     async def _publish(self, entry: Entry) -> bool:
         data = entry.model_dump_json().encode()
@@ -244,10 +275,10 @@ class Journal:
         except ValidationError:
             return None
 
-    async def _write(self, entries: list[Entry]) -> None:
+    async def _write(self, docs: list[dict[str, Any]]) -> None:
         async with self._pool.acquire() as conn:
-            await write_entries(conn, entries)
-        self._metrics.usage_written.inc(sum(1 for e in entries if e.usage is not None))
+            await write_docs(conn, docs)
+        self._metrics.usage_written.inc(sum(1 for d in docs if d.get("usage")))
 
     async def _bind(self) -> Any:
         if self._sub is not None:
@@ -280,17 +311,16 @@ class Journal:
                     except Exception as again:
                         log.warning("journal_rebind_failed", error=str(again) or type(again).__name__)
                 continue
-            entries: list[Entry] = []
+            entries: list[dict[str, Any]] = []
             readable: list[Any] = []  # the messages of `entries`; unreadable ones are set aside
             for i, m in enumerate(msgs):
-                if i and i % 50 == 0:
+                if i and i % 100 == 0:
                     await asyncio.sleep(0)  # the writer shares the loop with requests: let them in
-                try:
-                    entries.append(Entry.model_validate_json(m.data))
-                except Exception:
-                    log.error("journal_message_invalid", seq=m.metadata.sequence.stream)
-                    await m.term()
+                doc = read_doc(m.data)
+                if doc is None:
+                    await self._invalid(m)
                     continue
+                entries.append(doc)
                 readable.append(m)
             try:
                 if entries:
@@ -308,10 +338,7 @@ class Journal:
                 log.warning("journal_batch_refused", size=len(entries), error=str(exc))
                 await self._one_by_one(readable)
                 continue
-            now = datetime.now(timezone.utc)
-            for e in entries:
-                if e.usage is not None:
-                    self._metrics.usage_lag.observe(max(0.0, (now - e.usage.finished_at).total_seconds()))
+            self._observe_lag(entries)
             for m in readable:
                 with contextlib.suppress(Exception):
                     await m.ack()
@@ -319,6 +346,21 @@ class Journal:
                 # A partial batch: let a few more records gather before the next round trip
                 # (bounds the write lag to ~linger while cutting writes per call under load).
                 await asyncio.sleep(self._linger_s)
+
+    async def _invalid(self, m: Any) -> None:
+        log.error("journal_message_invalid", seq=m.metadata.sequence.stream,
+                  entry=m.data.decode(errors="replace")[:2_000])
+        with contextlib.suppress(Exception):
+            await m.term()
+
+    def _observe_lag(self, docs: list[dict[str, Any]]) -> None:
+        now = datetime.now(timezone.utc)
+        for d in docs:
+            usage = d.get("usage")
+            if usage:
+                with contextlib.suppress(Exception):  # written already: only the metric is lost
+                    finished = datetime.fromisoformat(usage["finished_at"])
+                    self._metrics.usage_lag.observe(max(0.0, (now - finished).total_seconds()))
 
     async def _put_back(self, msgs: list[Any]) -> None:
         """Nothing acked: every message comes back after a delay (Postgres is away)."""
@@ -331,7 +373,12 @@ class Journal:
         for i, m in enumerate(msgs):
             seq = m.metadata.sequence.stream
             try:
-                await self._write([Entry.model_validate_json(m.data)])
+                Entry.model_validate_json(m.data)  # what Postgres refuses may not be an entry
+            except ValidationError:
+                await self._invalid(m)
+                continue
+            try:
+                await self._write([orjson.loads(m.data)])
             except TRANSIENT as exc:
                 # Postgres went away meanwhile: this record and the rest come back, uncounted.
                 log.warning("journal_batch_failed", size=len(msgs) - i, error=str(exc) or type(exc).__name__)

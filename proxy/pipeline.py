@@ -49,6 +49,7 @@ from proxy.errors import (
 )
 from proxy.events import event, tool_events
 from proxy.forward import BadToolReply, CallMeta, cancel, forward
+from proxy.ids import new_id
 from proxy.idempotency import IdempotencyStore, intent_hash
 from proxy.identity import Identity
 from proxy.inflight import InFlight
@@ -200,8 +201,8 @@ class Pipeline:
             args=request.args,
             agent_run_id=request.context.agent_run_id,
             confidential=request.context.confidential,
-            call_id=str(uuid.uuid4()),
-            decision_id=str(uuid.uuid4()),
+            call_id=new_id(),
+            decision_id=new_id(),
             turn_id=turn_id,
         )
         tracing.annotate(call_id=call.call_id, decision_id=call.decision_id, tool=manifest.tool_id)

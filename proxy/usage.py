@@ -6,6 +6,7 @@ from datetime import date, datetime, timezone
 from typing import Any
 
 import asyncpg
+import orjson
 from pydantic import BaseModel, ConfigDict
 
 
@@ -39,14 +40,16 @@ class UsageRecord(BaseModel):
 
 _INSERT = """
 WITH batch AS (
-    SELECT * FROM unnest(
-        $1::uuid[], $2::uuid[], $3::uuid[], $4::text[], $5::text[], $6::text[], $7::text[],
-        $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::int[],
-        $14::float8[], $15::bigint[], $16::float8[], $17::float8[], $18::timestamptz[],
-        $19::timestamptz[], $20::date[]
-    ) AS b(call_id, result_id, decision_id, team_id, agent_id, agent_run_id, tool, category,
-           action, decision, status, error_code, http_status, latency_ms, tokens_used,
-           compute_units, cost_1t, started_at, finished_at, day)
+    SELECT b.call_id, NULLIF(b.result_id, '')::uuid, NULLIF(b.decision_id, '')::uuid,
+           b.team_id, b.agent_id, b.agent_run_id, b.tool, b.category, b.action, b.decision,
+           b.status, b.error_code, b.http_status, b.latency_ms, b.tokens_used, b.compute_units,
+           b.cost_1t, b.started_at, b.finished_at,
+           (b.finished_at AT TIME ZONE 'UTC')::date AS day
+    FROM jsonb_to_recordset($1::text::jsonb) AS b(
+        call_id uuid, result_id text, decision_id text, team_id text, agent_id text,
+        agent_run_id text, tool text, category text, action text, decision text, status text,
+        error_code text, http_status int, latency_ms float8, tokens_used bigint,
+        compute_units float8, cost_1t float8, started_at timestamptz, finished_at timestamptz)
 ),
 ins AS (
     INSERT INTO usage_records
@@ -77,20 +80,16 @@ ON CONFLICT (day, team_id, agent_id, tool) DO UPDATE SET
 """
 
 
+async def write_usage(conn: asyncpg.Connection | asyncpg.Pool, rows: list[dict[str, Any]]) -> None:
+    """Insert usage records (as JSON, the journal's form) and fold only the newly inserted ones
+    into the daily rollup (atomic). Postgres reads the rows itself: one text parameter, no
+    per-value encoding here."""
+    if rows:
+        await conn.execute(_INSERT, orjson.dumps(rows).decode())
+
+
 async def write_batch(conn: asyncpg.Connection | asyncpg.Pool, records: list[UsageRecord]) -> None:
-    """Insert records and fold only the newly inserted ones into the daily rollup (atomic)."""
-    cols: list[list[Any]] = [[] for _ in range(20)]
-    for r in records:
-        # Ids travel as text: asyncpg parses a UUID string itself, far cheaper than uuid.UUID().
-        values = (
-            r.call_id, r.result_id or None, r.decision_id or None,
-            r.team_id, r.agent_id, r.agent_run_id, r.tool, r.category, r.action, r.decision,
-            r.status, r.error_code, r.http_status, r.latency_ms, r.tokens_used,
-            r.compute_units, r.cost_1t, r.started_at, r.finished_at, r.day,
-        )
-        for col, v in zip(cols, values):
-            col.append(v)
-    await conn.execute(_INSERT, *cols)
+    await write_usage(conn, [r.model_dump(mode="json") for r in records])
 
 
 async def team_day_totals(pool: asyncpg.Pool, team_id: str, day: date) -> dict[str, Any]:

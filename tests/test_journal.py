@@ -11,6 +11,8 @@ from datetime import datetime, timedelta, timezone
 
 import asyncpg
 import nats
+import nats.js.errors
+import orjson
 
 from proxy.calls import CallRecord, fold
 from proxy.events import event
@@ -206,6 +208,56 @@ async def test_postgres_going_away_during_the_one_by_one_pass_loses_nothing(db_p
         await _until(settled)
         assert await settled() and pool.acquired > 2
         assert await db_pool.fetchval("SELECT call_id::text FROM usage_records WHERE team_id = $1", team) == good.key
+    finally:
+        await journal.close()
+        await nc.close()
+
+
+async def test_events_of_one_instant_keep_their_order_and_are_numbered_once(db_pool, team) -> None:
+    """Postgres numbers the events itself: at equal times in the order they came, each event
+    once however often it comes (a start record and its ending both carry the first events),
+    and a later batch continues the team's numbers."""
+    t = datetime.now(timezone.utc)
+    call_id = str(uuid.uuid4())
+    evs = [event(team, "agent.tool.requested", call_id=call_id, payload={"i": i}).model_copy(
+        update={"time": t}) for i in range(5)]
+    start = Entry(events=evs[:2], key=f"{call_id}:start")
+    end = Entry(events=evs, key=call_id)
+    async with db_pool.acquire() as conn:
+        await write_entries(conn, [start, end])
+        await write_entries(conn, [end, Entry(events=[event(team, "agent.tool.started")], key="x")])
+    rows = await db_pool.fetch("SELECT sequence, payload FROM events WHERE team_id = $1 "
+                               "ORDER BY sequence", team)
+    assert [r["sequence"] for r in rows] == [1, 2, 3, 4, 5, 6]
+    assert [r["payload"].get("i") for r in rows] == [0, 1, 2, 3, 4, None]
+
+
+async def test_a_message_that_is_no_entry_is_set_aside_at_once(db_pool, nats_url, team) -> None:
+    """What Postgres refuses and is not an entry at all (no JSON; a usage record without its
+    fields) is set aside on the first pass, not retried; the entry beside it lands."""
+    journal, metrics, nc = await _writer(nats_url, db_pool)
+    try:
+        good = _end(_start(str(uuid.uuid4()), team, datetime.now(timezone.utc)), datetime.now(timezone.utc))
+        js = nc.jetstream()  # type: ignore[attr-defined]
+        subjects = [f"toolproxy.journal.call.{uuid.uuid4()}" for _ in range(2)]
+        await js.publish(subjects[0], b"not json")
+        await js.publish(subjects[1], orjson.dumps({"key": "k", "usage": {"team_id": team}}))
+        await journal.record(usage=good.usage, call=good.call, events=good.events, key=good.key)
+
+        async def gone() -> bool:  # a work queue keeps a message until it is acked or set aside
+            for subject in subjects:
+                try:
+                    await js.get_last_msg("TOOLPROXY_JOURNAL", subject)
+                    return False
+                except nats.js.errors.NotFoundError:
+                    pass
+            return await db_pool.fetchval("SELECT count(*) FROM usage_records WHERE team_id = $1",
+                                          team) == 1
+        await _until(gone)
+        assert await gone()
+        assert await db_pool.fetchval("SELECT call_id::text FROM usage_records WHERE team_id = $1",
+                                      team) == good.key
+        assert _sample(metrics, "toolproxy_journal_dead_letters_total") == 0  # not a refusal
     finally:
         await journal.close()
         await nc.close()

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import uuid
 
 import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from proxy.identity import ID_RE
+from proxy.ids import new_hex
 
 HEADER = "X-Request-Id"
 
@@ -16,7 +16,7 @@ HEADER = "X-Request-Id"
 @web.middleware
 async def request_context(request: web.Request, handler: Handler) -> web.StreamResponse:
     given = request.headers.get(HEADER, "")
-    request_id = given if ID_RE.fullmatch(given) else uuid.uuid4().hex
+    request_id = given if ID_RE.fullmatch(given) else new_hex()
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(request_id=request_id)
     try:
