@@ -7,7 +7,6 @@ from datetime import datetime, timezone
 from typing import Any
 
 import asyncpg
-import orjson
 from pydantic import BaseModel, ConfigDict
 
 from pdp.decision import Decision
@@ -103,24 +102,24 @@ def decision_record(
     )
 
 
-_INSERT = """
-INSERT INTO decisions (decision_id, time, policy_revision, engine, team_id, agent_id, roles, tool,
-                       phase, result, reasons, error_code, latency_us, call_id, input, output)
-SELECT b.decision_id, b.time, b.policy_revision, b.engine, b.team_id, b.agent_id, b.roles, b.tool,
-       b.phase, b.result, b.reasons, b.error_code, b.latency_us, NULLIF(b.call_id, '')::uuid,
-       b.input, b.output
-FROM jsonb_to_recordset($1::text::jsonb) AS b(
-    decision_id uuid, time timestamptz, policy_revision text, engine text, team_id text,
-    agent_id text, roles jsonb, tool text, phase text, result text, reasons jsonb,
-    error_code text, latency_us float8, call_id text, input jsonb, output jsonb)
-ON CONFLICT (decision_id) DO NOTHING
-"""
-
-
-async def write_decisions(conn: asyncpg.Connection | asyncpg.Pool, rows: list[dict[str, Any]]) -> None:
-    """Insert decision records (as JSON, the journal's form); Postgres reads the rows itself."""
-    if rows:
-        await conn.execute(_INSERT, orjson.dumps(rows).decode())
+def decisions_ctes(source: str) -> str:
+    """The statement's part that inserts decision records (`source`: one per row as jsonb `x`,
+    the journal's JSON form)."""
+    return f"""
+decisions_written AS (
+    INSERT INTO decisions (decision_id, time, policy_revision, engine, team_id, agent_id, roles,
+                           tool, phase, result, reasons, error_code, latency_us, call_id, input,
+                           output)
+    SELECT b.decision_id, b.time, b.policy_revision, b.engine, b.team_id, b.agent_id, b.roles,
+           b.tool, b.phase, b.result, b.reasons, b.error_code, b.latency_us,
+           NULLIF(b.call_id, '')::uuid, b.input, b.output
+    FROM ({source}) AS src, LATERAL jsonb_to_record(src.x) AS b(
+        decision_id uuid, time timestamptz, policy_revision text, engine text, team_id text,
+        agent_id text, roles jsonb, tool text, phase text, result text, reasons jsonb,
+        error_code text, latency_us float8, call_id text, input jsonb, output jsonb)
+    ON CONFLICT (decision_id) DO NOTHING
+    RETURNING 1
+)"""
 
 
 async def query_decisions(

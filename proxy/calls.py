@@ -9,7 +9,6 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
-import orjson
 from pydantic import BaseModel, ConfigDict
 
 from proxy.ids import dashed
@@ -48,39 +47,46 @@ class CallRecord(BaseModel):
     turn_id: str | None = None
 
 
-_UPSERT = """
-INSERT INTO calls AS c (call_id, team_id, agent_id, agent_run_id, tool, status, owner, args_hash,
-                        args_size, confidential, idempotency_key, decision_id, result_id,
-                        http_status, response, diagnostic, refs, created_at, started_at,
-                        deadline_at, finished_at, latency_ms, turn_id)
-SELECT b.call_id, b.team_id, b.agent_id, b.agent_run_id, b.tool, b.status, b.owner, b.args_hash,
-       b.args_size, b.confidential, b.idempotency_key, NULLIF(b.decision_id, '')::uuid,
-       NULLIF(b.result_id, '')::uuid, b.http_status, b.response, b.diagnostic, b.refs,
-       b.created_at, b.started_at, b.deadline_at, b.finished_at, b.latency_ms,
-       NULLIF(b.turn_id, '')::uuid
-FROM jsonb_to_recordset($1::text::jsonb) AS b(
-    call_id uuid, team_id text, agent_id text, agent_run_id text, tool text, status text,
-    owner text, args_hash text, args_size int, confidential bool, idempotency_key text,
-    decision_id text, result_id text, http_status int, response jsonb, diagnostic text,
-    refs jsonb, created_at timestamptz, started_at timestamptz, deadline_at timestamptz,
-    finished_at timestamptz, latency_ms float8, turn_id text)
-ON CONFLICT (call_id) DO UPDATE SET
-    status       = CASE WHEN c.status IN ('COMPLETED', 'FAILED', 'DENIED', 'UNAVAILABLE', 'CANCELLED')
-                        THEN c.status ELSE EXCLUDED.status END,
-    owner        = coalesce(EXCLUDED.owner, c.owner),
-    decision_id  = coalesce(EXCLUDED.decision_id, c.decision_id),
-    result_id    = coalesce(c.result_id, EXCLUDED.result_id),
-    http_status  = coalesce(EXCLUDED.http_status, c.http_status),
-    response     = coalesce(EXCLUDED.response, c.response),
-    diagnostic   = coalesce(EXCLUDED.diagnostic, c.diagnostic),
-    refs         = coalesce(EXCLUDED.refs, c.refs),
-    started_at   = coalesce(c.started_at, EXCLUDED.started_at),
-    deadline_at  = coalesce(EXCLUDED.deadline_at, c.deadline_at),
-    finished_at  = coalesce(EXCLUDED.finished_at, c.finished_at),
-    latency_ms   = coalesce(EXCLUDED.latency_ms, c.latency_ms),
-    turn_id      = coalesce(c.turn_id, EXCLUDED.turn_id)
-WHERE c.status NOT IN ('COMPLETED', 'FAILED', 'DENIED', 'UNAVAILABLE', 'CANCELLED')
-"""
+def calls_ctes(source: str) -> str:
+    """The statement's part that upserts call records (`source`: one per row as jsonb `x`, no
+    call twice: see fold); a call that already reached a terminal status is never changed
+    again (so a late start record, or a second ending, cannot undo the first ending)."""
+    return f"""
+calls_written AS (
+    INSERT INTO calls AS c (call_id, team_id, agent_id, agent_run_id, tool, status, owner,
+                            args_hash, args_size, confidential, idempotency_key, decision_id,
+                            result_id, http_status, response, diagnostic, refs, created_at,
+                            started_at, deadline_at, finished_at, latency_ms, turn_id)
+    SELECT b.call_id, b.team_id, b.agent_id, b.agent_run_id, b.tool, b.status, b.owner,
+           b.args_hash, b.args_size, b.confidential, b.idempotency_key,
+           NULLIF(b.decision_id, '')::uuid, NULLIF(b.result_id, '')::uuid, b.http_status,
+           b.response, b.diagnostic, b.refs, b.created_at, b.started_at, b.deadline_at,
+           b.finished_at, b.latency_ms, NULLIF(b.turn_id, '')::uuid
+    FROM ({source}) AS src, LATERAL jsonb_to_record(src.x) AS b(
+        call_id uuid, team_id text, agent_id text, agent_run_id text, tool text, status text,
+        owner text, args_hash text, args_size int, confidential bool, idempotency_key text,
+        decision_id text, result_id text, http_status int, response jsonb, diagnostic text,
+        refs jsonb, created_at timestamptz, started_at timestamptz, deadline_at timestamptz,
+        finished_at timestamptz, latency_ms float8, turn_id text)
+    ON CONFLICT (call_id) DO UPDATE SET
+        status       = CASE WHEN c.status IN ('COMPLETED', 'FAILED', 'DENIED', 'UNAVAILABLE',
+                                              'CANCELLED')
+                            THEN c.status ELSE EXCLUDED.status END,
+        owner        = coalesce(EXCLUDED.owner, c.owner),
+        decision_id  = coalesce(EXCLUDED.decision_id, c.decision_id),
+        result_id    = coalesce(c.result_id, EXCLUDED.result_id),
+        http_status  = coalesce(EXCLUDED.http_status, c.http_status),
+        response     = coalesce(EXCLUDED.response, c.response),
+        diagnostic   = coalesce(EXCLUDED.diagnostic, c.diagnostic),
+        refs         = coalesce(EXCLUDED.refs, c.refs),
+        started_at   = coalesce(c.started_at, EXCLUDED.started_at),
+        deadline_at  = coalesce(EXCLUDED.deadline_at, c.deadline_at),
+        finished_at  = coalesce(EXCLUDED.finished_at, c.finished_at),
+        latency_ms   = coalesce(EXCLUDED.latency_ms, c.latency_ms),
+        turn_id      = coalesce(c.turn_id, EXCLUDED.turn_id)
+    WHERE c.status NOT IN ('COMPLETED', 'FAILED', 'DENIED', 'UNAVAILABLE', 'CANCELLED')
+    RETURNING 1
+)"""
 
 
 # Fields an update keeps from the earlier record when it has one (the rest: the later wins).
@@ -108,15 +114,11 @@ def fold(records: list[CallRecord]) -> list[CallRecord]:
     return list(merged.values())
 
 
-async def write_calls(conn: asyncpg.Connection, rows: list[dict[str, Any]]) -> None:
-    """Upsert call records (as JSON, the journal's form); a call that already reached a
-    terminal status is never changed again (so a late start record, or a second ending,
-    cannot undo the first ending). Postgres reads the rows itself: one text parameter."""
-    if not rows:
-        return
-    if len({r["call_id"] for r in rows}) < len(rows):  # a call's start and end in one batch
-        rows = [r.model_dump(mode="json") for r in fold([CallRecord.model_validate(r) for r in rows])]
-    await conn.execute(_UPSERT, orjson.dumps(rows).decode())
+def fold_docs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Call records in their JSON form, one per call (see fold)."""
+    if len({r["call_id"] for r in rows}) == len(rows):
+        return rows
+    return [r.model_dump(mode="json") for r in fold([CallRecord.model_validate(r) for r in rows])]
 
 
 def _iso(v: datetime | None) -> str | None:

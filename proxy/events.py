@@ -95,52 +95,51 @@ def tool_events(team_id: str, tool_id: str, observations: list[Any], *, run_id: 
     return events, notes
 
 
-# One statement per batch: each event once (a call's first events travel twice: in its start
-# record, so followers see it running, and again with its ending, so its events stay in order
-# even if the ending is written first), only events not yet written, numbered after each team's
-# last (the upsert on the team's counter row makes writers on several replicas take turns), in
-# time order and, at equal times, in the order they came; listeners are notified per team.
-_INSERT = """
-WITH given AS (
+def events_ctes(source: str) -> str:
+    """The statement's part that writes events. `source` yields one per row as jsonb `x`, with
+    its order of arrival `o1, o2`. Each event once (a call's first events travel twice: in its
+    start record, so followers see it running, and again with its ending, so its events stay in
+    order even if the ending is written first), only events not yet written, numbered after
+    each team's last (the upsert on the team's counter row makes writers on several replicas
+    take turns), in time order and, at equal times, in the order they came. The statement ends
+    with EVENTS_NOTIFY."""
+    return f"""
+events_given AS (
     SELECT DISTINCT ON (x.event_id) x.event_id, x.team_id, x.type, x.time, x.run_id,
            NULLIF(x.call_id, '')::uuid AS call_id, NULLIF(x.turn_id, '')::uuid AS turn_id,
-           coalesce(x.refs, '{}') AS refs, coalesce(x.payload, '{}') AS payload, a.idx
-    FROM jsonb_array_elements($1::text::jsonb) WITH ORDINALITY AS a(doc, idx),
-         LATERAL jsonb_to_record(a.doc) AS x(event_id uuid, team_id text, type text,
-                                             time timestamptz, run_id text, call_id text,
-                                             turn_id text, refs jsonb, payload jsonb)
-    ORDER BY x.event_id, a.idx
+           coalesce(x.refs, '{{}}') AS refs, coalesce(x.payload, '{{}}') AS payload,
+           src.o1, src.o2
+    FROM ({source}) AS src, LATERAL jsonb_to_record(src.x) AS x(
+        event_id uuid, team_id text, type text, time timestamptz, run_id text, call_id text,
+        turn_id text, refs jsonb, payload jsonb)
+    ORDER BY x.event_id, src.o1, src.o2
 ),
-fresh AS (
-    SELECT g.*, row_number() OVER (PARTITION BY g.team_id ORDER BY g.time, g.idx) AS n,
+events_fresh AS (
+    SELECT g.*, row_number() OVER (PARTITION BY g.team_id ORDER BY g.time, g.o1, g.o2) AS n,
            count(*) OVER (PARTITION BY g.team_id) AS k
-    FROM given g
+    FROM events_given g
     WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.event_id = g.event_id)
 ),
-counted AS (
+events_counted AS (
     INSERT INTO event_counters AS c (team_id, last)
-    SELECT team_id, count(*) FROM fresh GROUP BY team_id ORDER BY team_id
+    SELECT team_id, count(*) FROM events_fresh GROUP BY team_id ORDER BY team_id
     ON CONFLICT (team_id) DO UPDATE SET last = c.last + EXCLUDED.last
     RETURNING c.team_id, c.last
 ),
-written AS (
+events_written AS (
     INSERT INTO events (team_id, sequence, event_id, type, time, run_id, call_id, refs, payload,
                         turn_id)
     SELECT f.team_id, c.last - f.k + f.n, f.event_id, f.type, f.time, f.run_id, f.call_id,
            f.refs, f.payload, f.turn_id
-    FROM fresh f JOIN counted c ON c.team_id = f.team_id
+    FROM events_fresh f JOIN events_counted c ON c.team_id = f.team_id
     ON CONFLICT (event_id) DO NOTHING
     RETURNING team_id
-)
-SELECT pg_notify('""" + CHANNEL + """', team_id) FROM (SELECT DISTINCT team_id FROM written) t
-"""
+)"""
 
 
-async def write_events(conn: asyncpg.Connection, rows: list[dict[str, Any]]) -> None:
-    """Write events (as JSON, the journal's form): Postgres reads the rows itself, dedupes,
-    numbers and notifies, in one round trip."""
-    if rows:
-        await conn.execute(_INSERT, orjson.dumps(rows).decode())
+# Listeners are told once per team that got new events (a volatile call: always evaluated).
+EVENTS_NOTIFY = f"""(SELECT count(*) FROM (SELECT pg_notify('{CHANNEL}', t.team_id)
+                    FROM (SELECT DISTINCT team_id FROM events_written) t) n)"""
 
 
 def _row(r: asyncpg.Record) -> dict[str, Any]:

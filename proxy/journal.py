@@ -30,12 +30,12 @@ from nats.js.api import AckPolicy, ConsumerConfig, RetentionPolicy, StorageType,
 from nats.js.errors import NotFoundError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pdp.decision_log import DecisionRecord, write_decisions
-from proxy.calls import CallRecord, write_calls
-from proxy.events import EventRecord, write_events
+from pdp.decision_log import DecisionRecord, decisions_ctes
+from proxy.calls import CallRecord, calls_ctes, fold_docs
+from proxy.events import EVENTS_NOTIFY, EventRecord, events_ctes
 from proxy.jetstream import Ensure, asset_missing
 from proxy.metrics import Metrics
-from proxy.usage import UsageRecord, write_usage
+from proxy.usage import UsageRecord, usage_ctes
 
 log = structlog.get_logger("toolproxy.journal")
 
@@ -74,7 +74,10 @@ class Entry(BaseModel):
     def subject(self) -> str:
         call_id = self.call.call_id if self.call is not None else (
             self.usage.call_id if self.usage is not None else None)
-        return call_subject(call_id) if call_id is not None else f"{SUBJECT_PREFIX}.misc"
+        return call_subject(call_id) if call_id is not None else MISC_SUBJECT
+
+
+MISC_SUBJECT = f"{SUBJECT_PREFIX}.misc"  # entries of no call (decisions of a listing)
 
 
 def call_subject(call_id: str) -> str:
@@ -86,38 +89,43 @@ def entry_doc(entry: Entry) -> dict[str, Any]:
     return entry.model_dump(mode="json")
 
 
-def read_doc(data: bytes) -> dict[str, Any] | None:
-    """A journal message as JSON, or None if it is not an entry's shape at all. Its fields are
-    checked by the tables' own types as Postgres reads them: a batch holding a bad one is
-    refused whole, and the one-by-one pass finds it (`Entry` validation) and sets it aside."""
-    try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(doc, dict) or not isinstance(doc.get("key"), str):
-        return None
-    for part in ("usage", "call"):
-        if not isinstance(doc.get(part) or {}, dict):
-            return None
-    for part in ("decisions", "events"):
-        items = doc.get(part) or []
-        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-            return None
-    return doc
+def _array(part: str) -> str:
+    return f"jsonb_array_elements(CASE WHEN jsonb_typeof(j.e->'{part}') = 'array' THEN j.e->'{part}' ELSE '[]' END)"
 
 
-async def write_docs(conn: asyncpg.Connection, docs: list[dict[str, Any]]) -> None:
-    """Entries (JSON form) in one transaction: each table's rows go as one JSON text that
-    Postgres reads itself (nothing encoded value by value here)."""
-    async with conn.transaction():
-        await write_usage(conn, [d["usage"] for d in docs if d.get("usage")])
-        await write_calls(conn, [d["call"] for d in docs if d.get("call")])
-        await write_decisions(conn, [x for d in docs for x in d.get("decisions") or ()])
-        await write_events(conn, [x for d in docs for x in d.get("events") or ()])
+# A batch of entries in one statement (one round trip, one implicit transaction): Postgres
+# reads the entries' JSON itself, nothing is decoded or encoded value by value here. It
+# refuses the whole batch if any field does not fit its column.
+_WRITE = f"""
+WITH journal AS (
+    SELECT a.e, a.idx FROM jsonb_array_elements($1::text::jsonb) WITH ORDINALITY AS a(e, idx)
+),
+{usage_ctes("SELECT j.e->'usage' AS x FROM journal j WHERE jsonb_typeof(j.e->'usage') = 'object'")},
+{calls_ctes("SELECT j.e->'call' AS x FROM journal j WHERE jsonb_typeof(j.e->'call') = 'object'")},
+{decisions_ctes(f"SELECT d.x FROM journal j, {_array('decisions')} AS d(x)")},
+{events_ctes(f"SELECT v.x, j.idx AS o1, v.i AS o2 FROM journal j, {_array('events')} WITH ORDINALITY AS v(x, i)")}
+SELECT (SELECT count(*) FROM usage_new) AS usage, {EVENTS_NOTIFY} AS teams_notified
+"""
 
 
-async def write_entries(conn: asyncpg.Connection, entries: list[Entry]) -> None:
-    await write_docs(conn, [entry_doc(e) for e in entries])
+async def write_raw(conn: asyncpg.Connection, messages: list[bytes]) -> int:
+    """Journal messages as they came (JSON entries; no call twice): the usage records that
+    were new."""
+    row = await conn.fetchrow(_WRITE, (b"[" + b",".join(messages) + b"]").decode())
+    assert row is not None
+    return int(row["usage"])
+
+
+async def write_docs(conn: asyncpg.Connection, docs: list[dict[str, Any]]) -> int:
+    """Entries in their JSON form, a call's records folded into one first."""
+    calls = fold_docs([d["call"] for d in docs if d.get("call")])
+    if len(calls) < sum(1 for d in docs if d.get("call")):
+        docs = [*({k: v for k, v in d.items() if k != "call"} for d in docs), *({"call": c} for c in calls)]
+    return await write_raw(conn, [orjson.dumps(d) for d in docs])
+
+
+async def write_entries(conn: asyncpg.Connection, entries: list[Entry]) -> int:
+    return await write_docs(conn, [entry_doc(e) for e in entries])
 
 
 async def ensure_stream(js: JetStreamContext) -> None:
@@ -277,8 +285,17 @@ class Journal:
 
     async def _write(self, docs: list[dict[str, Any]]) -> None:
         async with self._pool.acquire() as conn:
-            await write_docs(conn, docs)
-        self._metrics.usage_written.inc(sum(1 for d in docs if d.get("usage")))
+            self._metrics.usage_written.inc(await write_docs(conn, docs))
+
+    async def _write_batch(self, msgs: list[Any]) -> None:
+        """As they came, unless a call has two records here (its start and its end): then
+        read, and the call's records folded into one."""
+        subjects = [m.subject for m in msgs if m.subject != MISC_SUBJECT]
+        if len(set(subjects)) < len(subjects):
+            await self._write([orjson.loads(m.data) for m in msgs])
+            return
+        async with self._pool.acquire() as conn:
+            self._metrics.usage_written.inc(await write_raw(conn, [m.data for m in msgs]))
 
     async def _bind(self) -> Any:
         if self._sub is not None:
@@ -311,34 +328,25 @@ class Journal:
                     except Exception as again:
                         log.warning("journal_rebind_failed", error=str(again) or type(again).__name__)
                 continue
-            entries: list[dict[str, Any]] = []
-            readable: list[Any] = []  # the messages of `entries`; unreadable ones are set aside
-            for i, m in enumerate(msgs):
-                if i and i % 100 == 0:
-                    await asyncio.sleep(0)  # the writer shares the loop with requests: let them in
-                doc = read_doc(m.data)
-                if doc is None:
-                    await self._invalid(m)
-                    continue
-                entries.append(doc)
-                readable.append(m)
+            # Read by Postgres as they are: a batch holding a message that is no entry is
+            # refused whole, and the one-by-one pass sets that message aside.
+            readable = list(msgs)
             try:
-                if entries:
-                    await self._write(entries)
+                await self._write_batch(readable)
             except TRANSIENT as exc:
                 # Postgres away: nothing is acked; everything comes back after a delay.
                 self._metrics.usage_write_errors.inc()
-                log.warning("journal_batch_failed", size=len(entries), error=str(exc) or type(exc).__name__)
+                log.warning("journal_batch_failed", size=len(readable), error=str(exc) or type(exc).__name__)
                 await self._put_back(readable)
                 continue
             except Exception as exc:
                 # A record Postgres refuses must not block the others: write one by one.
                 self._metrics.usage_write_errors.inc()
                 self._metrics.journal_refused.inc()
-                log.warning("journal_batch_refused", size=len(entries), error=str(exc))
+                log.warning("journal_batch_refused", size=len(readable), error=str(exc))
                 await self._one_by_one(readable)
                 continue
-            self._observe_lag(entries)
+            self._observe_lag(readable)
             for m in readable:
                 with contextlib.suppress(Exception):
                     await m.ack()
@@ -353,14 +361,12 @@ class Journal:
         with contextlib.suppress(Exception):
             await m.term()
 
-    def _observe_lag(self, docs: list[dict[str, Any]]) -> None:
+    def _observe_lag(self, msgs: list[Any]) -> None:
+        """From each record's arrival in the stream (its call's end, within the publish)."""
         now = datetime.now(timezone.utc)
-        for d in docs:
-            usage = d.get("usage")
-            if usage:
-                with contextlib.suppress(Exception):  # written already: only the metric is lost
-                    finished = datetime.fromisoformat(usage["finished_at"])
-                    self._metrics.usage_lag.observe(max(0.0, (now - finished).total_seconds()))
+        for m in msgs:
+            with contextlib.suppress(Exception):  # written already: only the metric is lost
+                self._metrics.usage_lag.observe(max(0.0, (now - m.metadata.timestamp).total_seconds()))
 
     async def _put_back(self, msgs: list[Any]) -> None:
         """Nothing acked: every message comes back after a delay (Postgres is away)."""

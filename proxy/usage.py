@@ -6,7 +6,6 @@ from datetime import date, datetime, timezone
 from typing import Any
 
 import asyncpg
-import orjson
 from pydantic import BaseModel, ConfigDict
 
 
@@ -38,58 +37,51 @@ class UsageRecord(BaseModel):
         return self.finished_at.astimezone(timezone.utc).date()
 
 
-_INSERT = """
-WITH batch AS (
+def usage_ctes(source: str) -> str:
+    """The statement's part that inserts usage records and folds only the newly inserted ones
+    into the daily rollup: `source` yields one record per row, as jsonb `x` (the journal's
+    JSON form); Postgres reads the fields itself."""
+    return f"""
+usage_given AS (
     SELECT b.call_id, NULLIF(b.result_id, '')::uuid, NULLIF(b.decision_id, '')::uuid,
            b.team_id, b.agent_id, b.agent_run_id, b.tool, b.category, b.action, b.decision,
            b.status, b.error_code, b.http_status, b.latency_ms, b.tokens_used, b.compute_units,
            b.cost_1t, b.started_at, b.finished_at,
            (b.finished_at AT TIME ZONE 'UTC')::date AS day
-    FROM jsonb_to_recordset($1::text::jsonb) AS b(
+    FROM ({source}) AS src, LATERAL jsonb_to_record(src.x) AS b(
         call_id uuid, result_id text, decision_id text, team_id text, agent_id text,
         agent_run_id text, tool text, category text, action text, decision text, status text,
         error_code text, http_status int, latency_ms float8, tokens_used bigint,
         compute_units float8, cost_1t float8, started_at timestamptz, finished_at timestamptz)
 ),
-ins AS (
+usage_new AS (
     INSERT INTO usage_records
-    SELECT * FROM batch
+    SELECT * FROM usage_given
     ON CONFLICT (call_id) DO NOTHING
     RETURNING *
-)
-INSERT INTO usage_daily AS d (day, team_id, agent_id, tool, category, calls, invocations,
-                              completed, failed, denied, tokens_used, compute_units, cost_1t,
-                              latency_ms_sum)
-SELECT day, team_id, agent_id, tool, min(category), count(*),
-       count(*) FILTER (WHERE result_id IS NOT NULL),
-       count(*) FILTER (WHERE status = 'COMPLETED'),
-       count(*) FILTER (WHERE status = 'FAILED'),
-       count(*) FILTER (WHERE status = 'DENIED'),
-       sum(tokens_used), sum(compute_units), sum(cost_1t), sum(latency_ms)
-FROM ins GROUP BY day, team_id, agent_id, tool
-ON CONFLICT (day, team_id, agent_id, tool) DO UPDATE SET
-    calls = d.calls + EXCLUDED.calls,
-    invocations = d.invocations + EXCLUDED.invocations,
-    completed = d.completed + EXCLUDED.completed,
-    failed = d.failed + EXCLUDED.failed,
-    denied = d.denied + EXCLUDED.denied,
-    tokens_used = d.tokens_used + EXCLUDED.tokens_used,
-    compute_units = d.compute_units + EXCLUDED.compute_units,
-    cost_1t = d.cost_1t + EXCLUDED.cost_1t,
-    latency_ms_sum = d.latency_ms_sum + EXCLUDED.latency_ms_sum
-"""
-
-
-async def write_usage(conn: asyncpg.Connection | asyncpg.Pool, rows: list[dict[str, Any]]) -> None:
-    """Insert usage records (as JSON, the journal's form) and fold only the newly inserted ones
-    into the daily rollup (atomic). Postgres reads the rows itself: one text parameter, no
-    per-value encoding here."""
-    if rows:
-        await conn.execute(_INSERT, orjson.dumps(rows).decode())
-
-
-async def write_batch(conn: asyncpg.Connection | asyncpg.Pool, records: list[UsageRecord]) -> None:
-    await write_usage(conn, [r.model_dump(mode="json") for r in records])
+),
+usage_rolled AS (
+    INSERT INTO usage_daily AS d (day, team_id, agent_id, tool, category, calls, invocations,
+                                  completed, failed, denied, tokens_used, compute_units, cost_1t,
+                                  latency_ms_sum)
+    SELECT day, team_id, agent_id, tool, min(category), count(*),
+           count(*) FILTER (WHERE result_id IS NOT NULL),
+           count(*) FILTER (WHERE status = 'COMPLETED'),
+           count(*) FILTER (WHERE status = 'FAILED'),
+           count(*) FILTER (WHERE status = 'DENIED'),
+           sum(tokens_used), sum(compute_units), sum(cost_1t), sum(latency_ms)
+    FROM usage_new GROUP BY day, team_id, agent_id, tool
+    ON CONFLICT (day, team_id, agent_id, tool) DO UPDATE SET
+        calls = d.calls + EXCLUDED.calls,
+        invocations = d.invocations + EXCLUDED.invocations,
+        completed = d.completed + EXCLUDED.completed,
+        failed = d.failed + EXCLUDED.failed,
+        denied = d.denied + EXCLUDED.denied,
+        tokens_used = d.tokens_used + EXCLUDED.tokens_used,
+        compute_units = d.compute_units + EXCLUDED.compute_units,
+        cost_1t = d.cost_1t + EXCLUDED.cost_1t,
+        latency_ms_sum = d.latency_ms_sum + EXCLUDED.latency_ms_sum
+)"""
 
 
 async def team_day_totals(pool: asyncpg.Pool, team_id: str, day: date) -> dict[str, Any]:

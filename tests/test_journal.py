@@ -15,7 +15,7 @@ import nats.js.errors
 import orjson
 
 from proxy.calls import CallRecord, fold
-from proxy.events import event
+from proxy.events import CHANNEL, event
 from proxy.journal import _POISON_AFTER, Entry, Journal, write_entries
 from proxy.metrics import Metrics
 from proxy.usage import UsageRecord
@@ -261,3 +261,35 @@ async def test_a_message_that_is_no_entry_is_set_aside_at_once(db_pool, nats_url
     finally:
         await journal.close()
         await nc.close()
+
+
+async def test_listeners_hear_of_new_events_once_per_team_and_batch(db_pool, team) -> None:
+    """The batch's statement notifies each team that got new events, and no team for events
+    already written (a redelivered batch)."""
+    heard: list[str] = []
+
+    def hear(*args: object) -> None:
+        heard.append(str(args[3]))
+    listener = await db_pool.acquire()
+    await listener.add_listener(CHANNEL, hear)
+    try:
+        other = f"{team}-b"
+        entries = [_end(_start(str(uuid.uuid4()), t_, datetime.now(timezone.utc)), datetime.now(timezone.utc))
+                   for t_ in (team, team, other)]
+        async with db_pool.acquire() as conn:
+            await write_entries(conn, entries)
+            await _until_true(lambda: len(heard) >= 2)
+            assert sorted(heard) == sorted([team, other])
+            await write_entries(conn, entries)  # nothing new
+            await asyncio.sleep(0.3)
+        assert sorted(heard) == sorted([team, other])
+    finally:
+        await listener.remove_listener(CHANNEL, hear)
+        await db_pool.release(listener)
+
+
+async def _until_true(check, seconds: float = 5.0) -> None:  # type: ignore[no-untyped-def]
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while not check() and loop.time() < deadline:
+        await asyncio.sleep(0.02)

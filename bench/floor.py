@@ -1,0 +1,129 @@
+"""Benchmark: the floor under the pipeline's goals on this machine. Beside the bare aiohttp
+handler and the whole pipeline, two skeletons with none of the proxy's logic: an aiohttp
+handler that only forwards to the real `math` service over NATS (nats-py request/reply), and
+the same plus one JetStream publish awaited for its acknowledgement (the durable record every
+call needs before its response). Same wrk load, the seed's envelope and a new expression per
+request, two server processes each, in one run. Run by hand: `python bench/floor.py`.
+
+What it tells: the throughput ratio and the added p50 that the chosen parts (aiohttp, nats-py,
+JetStream) leave before the proxy does anything of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.pipeline import NATIVE_LUA, Wrk, bare_handler, require_wrk, wrk  # noqa: E402
+from bench.setup import TEAM, bench_stack, prepare, remove  # noqa: E402
+from proxy.embedded.child import Child  # noqa: E402
+from proxy.embedded.ports import free_port  # noqa: E402
+
+SKELETON = '''
+import asyncio, sys, time, uuid
+import nats, orjson, uvloop
+from aiohttp import web
+URL, PORT, DURABLE = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+
+async def main():
+    nc = await nats.connect(URL)
+    js = nc.jetstream(timeout=5)
+    if DURABLE:
+        try:
+            await js.add_stream(name="BENCH_FLOOR", subjects=["bench.floor.>"], storage="file")
+        except Exception:
+            pass  # the other process made it
+
+    async def handler(request):
+        data = orjson.loads(await request.read())
+        ctx = data.get("context") or {}
+        call_id = str(uuid.uuid4())
+        payload = orjson.dumps({"args": data["args"], "context": {
+            "team_id": ctx.get("team_id"), "agent_id": "bench-agent",
+            "agent_run_id": ctx.get("agent_run_id"), "confidential": False}})
+        headers = {"Toolproxy-Call-Id": call_id, "Toolproxy-Decision-Id": call_id,
+                   "Toolproxy-Team-Id": ctx.get("team_id") or "", "Toolproxy-Agent-Id": "bench-agent",
+                   "Toolproxy-Deadline": str(int((time.time() + 5) * 1000))}
+        msg = await nc.request("tools.math.invoke", payload, timeout=5, headers=headers)
+        if DURABLE:  # about the size of a call's journal entry
+            await js.publish(f"bench.floor.{call_id}", msg.data + b" " * 2500,
+                             headers={"Nats-Msg-Id": call_id})
+        return web.Response(body=msg.data, content_type="application/json")
+
+    app = web.Application()
+    app.router.add_post("/{tail:.*}", handler)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", PORT, reuse_port=True).start()
+    await asyncio.Event().wait()
+
+uvloop.install()
+asyncio.run(main())
+'''
+
+
+async def skeleton(nats_url: str, durable: bool, label: str, seconds: float,
+                   lua: str) -> tuple[Wrk, Wrk]:
+    port = free_port()
+    procs = [Child(f"floor-{i}", [sys.executable, "-c", SKELETON, nats_url, str(port),
+                                  "1" if durable else "0"],
+                   log_path=Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-floor-{os.getpid()}-{i}.log")
+             for i in range(2)]
+    for p in procs:
+        p.start()
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        for _ in range(100):
+            try:
+                wrk("warm-up", url, lua, {}, 4, 1)
+                break
+            except Exception:
+                await asyncio.sleep(0.1)
+        c32 = await asyncio.to_thread(wrk, f"{label}, c=32", url, lua, {}, 32, seconds)
+        c1 = await asyncio.to_thread(wrk, f"{label}, c=1", url, lua, {}, 1, seconds)
+        return c32, c1
+    finally:
+        for p in procs:
+            p.stop()
+
+
+async def main(seconds: float) -> None:
+    require_wrk()
+    stack = bench_stack(2)
+    lua = NATIVE_LUA.replace("TEAM", TEAM)
+    rows: list[tuple[str, Wrk, Wrk]] = []
+    try:
+        async with bare_handler() as bare_url:
+            await stack.start()
+            auth = {"Authorization": (await prepare(stack))["Authorization"]}
+            wrk("warm-up", bare_url, lua, {}, 8, 1)
+            wrk("warm-up", stack.url, lua, auth, 8, 2)
+            b32 = await asyncio.to_thread(wrk, "bare, c=32", bare_url, lua, {}, 32, seconds)
+            b1 = await asyncio.to_thread(wrk, "bare, c=1", bare_url, lua, {}, 1, seconds)
+            rows.append(("bare aiohttp handler", b32, b1))
+            rows.append(("skeleton: forward only", *await skeleton(stack.nats_url, False, "forward", seconds, lua)))
+            rows.append(("skeleton: forward + JetStream ack", *await skeleton(stack.nats_url, True, "durable", seconds, lua)))
+            p32 = await asyncio.to_thread(wrk, "pipeline, c=32", stack.url, lua, auth, 32, seconds)
+            p1 = await asyncio.to_thread(wrk, "pipeline, c=1", stack.url, lua, auth, 1, seconds)
+            rows.append(("whole pipeline", p32, p1))
+    finally:
+        remove(stack)
+    print(f"\nmachine: {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}; "
+          f"wrk, {seconds:.0f}s per run, loopback; two server processes each\n")
+    print(f"{'':36} {'c=32 req/s':>11} {'÷ bare':>7} {'c=1 p50 ms':>11} {'added p50':>10}")
+    for name, c32, c1 in rows:
+        print(f"{name:36} {c32.rps:>11.0f} {c32.rps / b32.rps:>7.3f} {c1.p50_ms:>11.2f} "
+              f"{c1.p50_ms - b1.p50_ms:>9.2f}   non-2xx {c32.non_2xx + c1.non_2xx}")
+    print("\ngoals: ratio >= 0.25, added p50 <= 1 ms")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=6.0)
+    asyncio.run(main(ap.parse_args().seconds))
