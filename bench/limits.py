@@ -81,7 +81,7 @@ async def usage_rows_per_second(stack: Stack, n: int) -> str:
                           decision="allow", status="COMPLETED", error_code=None, http_status=200,
                           latency_ms=1.0, cost_1t=0.00002, started_at=now, finished_at=now)
         entry = Entry(usage=rec, key=rec.call_id)
-        await js.publish("toolproxy.journal.rows", entry.model_dump_json().encode(),
+        await js.publish(entry.subject, entry.model_dump_json().encode(),  # as the proxy does
                          headers={"Nats-Msg-Id": rec.call_id})
     pool = await create_pool(stack.database_url)
     t0 = time.perf_counter()
