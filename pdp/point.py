@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
@@ -87,10 +87,7 @@ class PolicyDecisionPoint:
                 approval=approval,
                 phase=phase,
             )
-            raw = await self._evaluate(revision, doc)
-            decision = parse_decision(
-                raw, decision_id=decision_id, engine=self.engine.name, revision=revision
-            )
+            decision = await self._evaluate(revision, doc, decision_id)
         except PdpError as exc:
             decision = self._closed(exc.code, str(exc), decision_id, revision)
         except asyncio.TimeoutError:
@@ -100,18 +97,21 @@ class PolicyDecisionPoint:
             decision = self._closed("pdp_unavailable", type(exc).__name__, decision_id, revision)
         return decision, time.perf_counter() - started, doc
 
-    async def _evaluate(self, revision: str, doc: dict[str, Any]) -> Any:
-        if not self.cache.enabled:
-            return await self._run_engine(doc)
-        key = DecisionCache.key(revision, doc, self.reads)
-        raw = self.cache.get(key)
-        if self._on_cache is not None:
-            self._on_cache("miss" if raw is None else "hit")
-        if raw is None:
-            raw = await self._run_engine(doc)
-            if raw is not None:  # undefined is never cached: it is an error path
-                self.cache.put(key, raw)
-        return raw
+    async def _evaluate(self, revision: str, doc: dict[str, Any], decision_id: str) -> Decision:
+        """The engine's decision, parsed strictly; cached as parsed (a hit costs a copy with
+        this decision's id, not a parse). A malformed or undefined answer is never cached."""
+        key = DecisionCache.key(revision, doc, self.reads) if self.cache.enabled else None
+        if key is not None:
+            cached = self.cache.get(key)
+            if self._on_cache is not None:
+                self._on_cache("miss" if cached is None else "hit")
+            if cached is not None:
+                return cast(Decision, cached).model_copy(update={"decision_id": decision_id})
+        decision = parse_decision(await self._run_engine(doc), decision_id=decision_id,
+                                  engine=self.engine.name, revision=revision)
+        if key is not None:
+            self.cache.put(key, decision)
+        return decision
 
     async def _run_engine(self, doc: dict[str, Any]) -> Any:
         """Within the budget, or a timeout. An in-process engine cannot be interrupted: it

@@ -45,3 +45,39 @@ async def test_keys_hold_only_what_the_policy_reads() -> None:
     refused = await _decide(pdp, GREENFOOD, {"op": "set_price", "product_id": "milk", "price": 1})
     assert allowed.allow and not refused.allow and refused.reasons == ["greenfood_op_forbidden"]
     assert seen == ["miss", "miss"]
+
+
+class _Answers:
+    """An engine answering from a list, counting evaluations (the policy itself is not what
+    these tests are about)."""
+
+    name = "answers"
+    revision = "r1"
+
+    def __init__(self, *answers: object) -> None:
+        self.answers, self.calls = list(answers), 0
+
+    async def evaluate(self, doc: dict) -> object:
+        self.calls += 1
+        return self.answers[min(self.calls, len(self.answers)) - 1]
+
+
+async def test_a_hit_is_the_parsed_decision_under_its_own_id() -> None:
+    engine = _Answers({"allow": True, "reasons": ["ok"], "obligations": {"timeout_ms": 900}})
+    pdp = PolicyDecisionPoint(engine, _Grants())  # type: ignore[arg-type]
+    first, _, _ = await pdp.decide(decision_id="d1", agent_id="a", team_id="t", roles=["agent"],
+                                   tool=MATH, args={}, context={"team_id": "t"}, phase="call")
+    second, _, _ = await pdp.decide(decision_id="d2", agent_id="a", team_id="t", roles=["agent"],
+                                    tool=MATH, args={}, context={"team_id": "t"}, phase="call")
+    assert engine.calls == 1
+    assert (first.decision_id, second.decision_id) == ("d1", "d2")
+    assert second.allow and second.reasons == ["ok"] and second.obligations.timeout_ms == 900
+    assert second.model_dump(exclude={"decision_id"}) == first.model_dump(exclude={"decision_id"})
+
+
+async def test_a_malformed_answer_is_refused_every_time_and_never_cached() -> None:
+    engine = _Answers({"allow": "yes"}, {"allow": True})
+    pdp = PolicyDecisionPoint(engine, _Grants())  # type: ignore[arg-type]
+    refused = await _decide(pdp, MATH, {})
+    assert not refused.allow and refused.error_code is not None
+    assert (await _decide(pdp, MATH, {})).allow and engine.calls == 2  # asked again, not cached
