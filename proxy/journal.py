@@ -77,6 +77,7 @@ class Entry(BaseModel):
         return call_subject(call_id) if call_id is not None else MISC_SUBJECT
 
 
+_USAGE_FIRST = b'{"usage":{'  # how an entry with a usage record begins (see _observe_lag)
 MISC_SUBJECT = f"{SUBJECT_PREFIX}.misc"  # entries of no call (decisions of a listing)
 
 
@@ -362,11 +363,14 @@ class Journal:
             await m.term()
 
     def _observe_lag(self, msgs: list[Any]) -> None:
-        """From each record's arrival in the stream (its call's end, within the publish)."""
+        """For each usage record: from its arrival in the stream (its call's end, within the
+        publish) to now, just after the commit. An entry holds usage when its JSON starts so:
+        `usage` is Entry's first field, and model_dump_json writes it first, without spaces."""
         now = datetime.now(timezone.utc)
         for m in msgs:
-            with contextlib.suppress(Exception):  # written already: only the metric is lost
-                self._metrics.usage_lag.observe(max(0.0, (now - m.metadata.timestamp).total_seconds()))
+            if m.data.startswith(_USAGE_FIRST):
+                with contextlib.suppress(Exception):  # written already: only the metric is lost
+                    self._metrics.usage_lag.observe(max(0.0, (now - m.metadata.timestamp).total_seconds()))
 
     async def _put_back(self, msgs: list[Any]) -> None:
         """Nothing acked: every message comes back after a delay (Postgres is away)."""

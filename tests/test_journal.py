@@ -293,3 +293,30 @@ async def _until_true(check, seconds: float = 5.0) -> None:  # type: ignore[no-u
     deadline = loop.time() + seconds
     while not check() and loop.time() < deadline:
         await asyncio.sleep(0.02)
+
+
+async def test_the_write_lag_is_observed_for_usage_records_only(db_pool, nats_url, team) -> None:
+    """The lag histogram (call end to usage committed) counts entries that hold usage, not a
+    call's start note."""
+    journal, metrics, nc = await _writer(nats_url, db_pool)
+    try:
+        start = _start(str(uuid.uuid4()), team, datetime.now(timezone.utc))
+        end = _end(start, datetime.now(timezone.utc))
+        assert start.model_dump_json().startswith('{"usage":null')
+        await journal.note(start)
+        await journal.record(usage=end.usage, call=end.call, events=end.events, key=end.key)
+
+        async def written() -> bool:
+            return await db_pool.fetchval("SELECT count(*) FROM calls WHERE team_id = $1 AND "
+                                          "status = 'COMPLETED'", team) == 1
+        await _until(written)
+        await _until(lambda: _async(_sample(metrics, "toolproxy_usage_write_lag_seconds_count") >= 1))
+        await asyncio.sleep(0.2)
+        assert _sample(metrics, "toolproxy_usage_write_lag_seconds_count") == 1
+    finally:
+        await journal.close()
+        await nc.close()
+
+
+async def _async(value: bool) -> bool:
+    return value
