@@ -16,6 +16,7 @@ import asyncio
 import os
 import platform
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -73,7 +74,7 @@ async def skeleton(nats_url: str, durable: bool, label: str, seconds: float,
     port = free_port()
     procs = [Child(f"floor-{i}", [sys.executable, "-c", SKELETON, nats_url, str(port),
                                   "1" if durable else "0"],
-                   log_path=Path(os.environ.get("TMPDIR", "/tmp")) / f"bench-floor-{os.getpid()}-{i}.log")
+                   log_path=Path(tempfile.gettempdir()) / f"bench-floor-{os.getpid()}-{i}.log")
              for i in range(2)]
     for p in procs:
         p.start()

@@ -388,7 +388,7 @@ class Journal:
                 await self._invalid(m)
                 continue
             try:
-                await self._write([orjson.loads(m.data)])
+                await self._write_batch([m])
             except TRANSIENT as exc:
                 # Postgres went away meanwhile: this record and the rest come back, uncounted.
                 log.warning("journal_batch_failed", size=len(msgs) - i, error=str(exc) or type(exc).__name__)

@@ -6,6 +6,7 @@ keeps refusing is set aside after five refusals."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import uuid
 from datetime import datetime, timedelta, timezone
 
@@ -135,9 +136,15 @@ def _sample(metrics: Metrics, name: str) -> float:
 
 
 async def _until(check, seconds: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    """Poll `check` (a function, or a coroutine function) until it holds or time is up."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + seconds
-    while not await check() and loop.time() < deadline:
+    while loop.time() < deadline:
+        done = check()
+        if inspect.isawaitable(done):
+            done = await done
+        if done:
+            return
         await asyncio.sleep(0.05)
 
 
@@ -278,7 +285,7 @@ async def test_listeners_hear_of_new_events_once_per_team_and_batch(db_pool, tea
                    for t_ in (team, team, other)]
         async with db_pool.acquire() as conn:
             await write_entries(conn, entries)
-            await _until_true(lambda: len(heard) >= 2)
+            await _until(lambda: len(heard) >= 2, 5.0)
             assert sorted(heard) == sorted([team, other])
             await write_entries(conn, entries)  # nothing new
             await asyncio.sleep(0.3)
@@ -286,13 +293,6 @@ async def test_listeners_hear_of_new_events_once_per_team_and_batch(db_pool, tea
     finally:
         await listener.remove_listener(CHANNEL, hear)
         await db_pool.release(listener)
-
-
-async def _until_true(check, seconds: float = 5.0) -> None:  # type: ignore[no-untyped-def]
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while not check() and loop.time() < deadline:
-        await asyncio.sleep(0.02)
 
 
 async def test_the_write_lag_is_observed_for_usage_records_only(db_pool, nats_url, team) -> None:
@@ -310,7 +310,7 @@ async def test_the_write_lag_is_observed_for_usage_records_only(db_pool, nats_ur
             return await db_pool.fetchval("SELECT count(*) FROM calls WHERE team_id = $1 AND "
                                           "status = 'COMPLETED'", team) == 1
         await _until(written)
-        await _until(lambda: _async(_sample(metrics, "toolproxy_usage_write_lag_seconds_count") >= 1))
+        await _until(lambda: _sample(metrics, "toolproxy_usage_write_lag_seconds_count") >= 1)
         await asyncio.sleep(0.2)
         assert _sample(metrics, "toolproxy_usage_write_lag_seconds_count") == 1
     finally:
@@ -318,5 +318,30 @@ async def test_the_write_lag_is_observed_for_usage_records_only(db_pool, nats_ur
         await nc.close()
 
 
-async def _async(value: bool) -> bool:
-    return value
+
+async def test_the_writer_folds_a_call_whose_start_and_end_share_a_batch(db_pool, nats_url, team) -> None:
+    """Both records of a call in the stream before the writer starts: its first batch holds
+    them on one subject, so it reads and folds them (Postgres refuses an upsert touching a row
+    twice) — one COMPLETED row, one usage row, each event once; nothing refused."""
+    nc = await nats.connect(nats_url)
+    metrics = Metrics()
+    journal = Journal(nc, db_pool, metrics, retry_delay_s=0.05)
+    try:
+        await journal.ensure()
+        start = _start(str(uuid.uuid4()), team, datetime.now(timezone.utc))
+        end = _end(start, datetime.now(timezone.utc))
+        await journal.note(start)
+        await journal.record(usage=end.usage, call=end.call, events=end.events, key=end.key)
+        await journal.start()
+
+        async def written() -> bool:
+            return await db_pool.fetchval("SELECT count(*) FROM usage_records WHERE team_id = $1",
+                                          team) == 1
+        await _until(written)
+        assert await written()
+        assert await db_pool.fetchval("SELECT status FROM calls WHERE team_id = $1", team) == "COMPLETED"
+        assert await db_pool.fetchval("SELECT count(*) FROM events WHERE team_id = $1", team) == 3
+        assert _sample(metrics, "toolproxy_journal_batches_refused_total") == 0
+    finally:
+        await journal.close()
+        await nc.close()

@@ -18,7 +18,6 @@ timeout fails the round, or a first one once the connection is lost: the caller 
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -27,6 +26,7 @@ from nats.js.api import Header
 from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
+from proxy.ids import new_hex
 from proxy.jetstream import asset_missing
 
 Step = Callable[[bytes | None], tuple[bytes | None, Any]]
@@ -104,7 +104,7 @@ class CasStore:
         value, revision = known if known is not None else await self._read(key)
         # One message id for every write of this round: whichever copy lands first is the only
         # one JetStream applies; a later copy is acknowledged as its duplicate.
-        msg_id = uuid.uuid4().hex
+        msg_id = new_hex()
         timed_out: list[Any] | None = None  # the results of the write whose answer was lost
         compute = True
         for _ in range(_MAX_ATTEMPTS):
