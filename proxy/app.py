@@ -183,7 +183,8 @@ async def _catalog(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _journal(app: web.Application) -> AsyncIterator[None]:
-    journal = Journal(app[k.NC], app[k.POOL], app[k.METRICS])
+    writer = "writer" not in app[k.SETTINGS].disabled_parts()
+    journal = Journal(app[k.NC], app[k.POOL], app[k.METRICS], writer=writer)
     await journal.start()
     app[k.RECONNECTS].add("journal", journal.ensure)
     app[k.JOURNAL] = journal

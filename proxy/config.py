@@ -122,8 +122,9 @@ class Settings(BaseSettings):
     console_mutations_per_minute: float = Field(default=60.0, gt=0, le=60_000)
     console_mutations_burst: int = Field(default=20, ge=1, le=10_000)
 
-    # Benchmarks only ("limits", "journal"): switches parts of the pipeline off to measure what
-    # they cost. With "journal" off nothing is billed or logged; never set it in production.
+    # Benchmarks only ("limits", "journal", "writer"): switches parts of the pipeline off to
+    # measure what they cost. With "journal" off nothing is billed or logged; with "writer" off
+    # records are made durable in JetStream but never reach Postgres. Never set in production.
     bench_disable: str = ""
 
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -157,6 +158,10 @@ class Settings(BaseSettings):
         if self.nats_url is None:
             raise ValueError("TOOLPROXY_NATS_URL is not set")
         return self.nats_url
+
+    def disabled_parts(self) -> set[str]:
+        """The parts `bench_disable` switches off (benchmarks only)."""
+        return {p.strip() for p in self.bench_disable.split(",") if p.strip()}
 
     def redacted(self) -> dict[str, Any]:
         """For the startup log: secrets and URL passwords never printed."""

@@ -173,6 +173,7 @@ class Journal:
         publish_timeout_s: float = 1.0,
         linger_s: float = 0.05,
         retry_delay_s: float = 1.0,  # before a record Postgres did not take comes back
+        writer: bool = True,  # False only in benchmarks: records kept in JetStream, not drained
     ) -> None:
         self._nc = nc
         self._js = nc.jetstream(timeout=publish_timeout_s)
@@ -187,10 +188,12 @@ class Journal:
         self._refusals: dict[int, int] = {}  # stream sequence -> times Postgres refused it
         self._stopping = False
         self._sub: Any = None
+        self._writer = writer
 
     async def start(self) -> None:
         await self.ensure.at_start()
-        self._task = asyncio.create_task(self._run(), name="journal-writer")
+        if self._writer:
+            self._task = asyncio.create_task(self._run(), name="journal-writer")
 
     async def _ensure(self) -> None:
         await ensure_stream(self._js)

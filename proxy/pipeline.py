@@ -118,7 +118,7 @@ class Pipeline:
                                         dict[str, Any]]] = {}
         self.plugin_calls = PluginCalls()  # this replica's running plugin calls (internal())
         self._notes: set[asyncio.Task[None]] = set()
-        disabled = {p.strip() for p in settings.bench_disable.split(",") if p.strip()}
+        disabled = settings.disabled_parts()
         self._limits_on = "limits" not in disabled
         self._journal_on = "journal" not in disabled
         if disabled:

@@ -345,3 +345,33 @@ async def test_the_writer_folds_a_call_whose_start_and_end_share_a_batch(db_pool
     finally:
         await journal.close()
         await nc.close()
+
+
+async def test_a_journal_without_its_writer_keeps_records_in_the_stream(db_pool, nats_url, team) -> None:
+    """The benchmarks' `writer` switch: records are made durable (readable from the stream by
+    any replica) but nothing drains them until a writer runs; then each is written once."""
+    nc = await nats.connect(nats_url)
+    idle = Journal(nc, db_pool, Metrics(), writer=False)
+    try:
+        await idle.start()
+        start = _start(str(uuid.uuid4()), team, datetime.now(timezone.utc))
+        end = _end(start, datetime.now(timezone.utc))
+        await idle.record(usage=end.usage, call=end.call, events=end.events, key=end.key)
+        await asyncio.sleep(0.5)
+        assert await db_pool.fetchval("SELECT count(*) FROM calls WHERE team_id = $1", team) == 0
+        held = await idle.latest_call(end.call.call_id)
+        assert held is not None and held.status == "COMPLETED"
+    finally:
+        await idle.close()
+    journal, _, nc2 = await _writer(nats_url, db_pool)
+    try:
+        async def written() -> bool:
+            return await db_pool.fetchval("SELECT count(*) FROM usage_records WHERE team_id = $1",
+                                          team) == 1
+        await _until(written)
+        assert await written()
+        assert await db_pool.fetchval("SELECT count(*) FROM events WHERE team_id = $1", team) == 3
+    finally:
+        await journal.close()
+        await nc2.close()
+        await nc.close()
