@@ -295,6 +295,13 @@ async def test_listeners_hear_of_new_events_once_per_team_and_batch(db_pool, tea
         await db_pool.release(listener)
 
 
+def _one_usage_row(pool: asyncpg.Pool, team: str):  # type: ignore[no-untyped-def]
+    """A check for _until: the team has exactly one usage row."""
+    async def check() -> bool:
+        return await pool.fetchval("SELECT count(*) FROM usage_records WHERE team_id = $1", team) == 1
+    return check
+
+
 async def _drained(nc) -> None:  # type: ignore[no-untyped-def]
     """Until the shared stream holds nothing for the writers: neither waiting nor delivered and
     unacked (an earlier test's writer closed mid-batch leaves its messages to come back after
@@ -333,7 +340,6 @@ async def test_the_write_lag_is_observed_for_usage_records_only(db_pool, nats_ur
         await nc.close()
 
 
-
 async def test_the_writer_folds_a_call_whose_start_and_end_share_a_batch(db_pool, nats_url, team) -> None:
     """Both records of a call in the stream before the writer starts: its first batch holds
     them on one subject, so it reads and folds them (Postgres refuses an upsert touching a row
@@ -348,10 +354,7 @@ async def test_the_writer_folds_a_call_whose_start_and_end_share_a_batch(db_pool
         await journal.note(start)
         await journal.record(usage=end.usage, call=end.call, events=end.events, key=end.key)
         await journal.start()
-
-        async def written() -> bool:
-            return await db_pool.fetchval("SELECT count(*) FROM usage_records WHERE team_id = $1",
-                                          team) == 1
+        written = _one_usage_row(db_pool, team)
         await _until(written)
         assert await written()
         assert await db_pool.fetchval("SELECT status FROM calls WHERE team_id = $1", team) == "COMPLETED"
@@ -367,6 +370,7 @@ async def test_a_journal_without_its_writer_keeps_records_in_the_stream(db_pool,
     any replica) but nothing drains them until a writer runs; then each is written once."""
     nc = await nats.connect(nats_url)
     idle = Journal(nc, db_pool, Metrics(), writer=False)
+    writer = Journal(nc, db_pool, Metrics(), retry_delay_s=0.05)
     try:
         await idle.start()
         start = _start(str(uuid.uuid4()), team, datetime.now(timezone.utc))
@@ -376,17 +380,12 @@ async def test_a_journal_without_its_writer_keeps_records_in_the_stream(db_pool,
         assert await db_pool.fetchval("SELECT count(*) FROM calls WHERE team_id = $1", team) == 0
         held = await idle.latest_call(end.call.call_id)
         assert held is not None and held.status == "COMPLETED"
-    finally:
-        await idle.close()
-    journal, _, nc2 = await _writer(nats_url, db_pool)
-    try:
-        async def written() -> bool:
-            return await db_pool.fetchval("SELECT count(*) FROM usage_records WHERE team_id = $1",
-                                          team) == 1
+        await writer.start()  # the same connection, now with a writer
+        written = _one_usage_row(db_pool, team)
         await _until(written)
         assert await written()
         assert await db_pool.fetchval("SELECT count(*) FROM events WHERE team_id = $1", team) == 3
     finally:
-        await journal.close()
-        await nc2.close()
+        await writer.close()
+        await idle.close()
         await nc.close()
