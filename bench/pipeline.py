@@ -5,7 +5,9 @@ Every request carries the seed's envelope (`context` with `team_id` and `agent_r
 new expression. Printed: throughput at 32 connections (during the run, and sustained: calls ÷
 (run time + time until usage has recorded every call)), p50/p99 at 1 connection and the added
 p50, p99 at 32, CPU seconds per 1,000 calls of each process until idle, peak RSS and Postgres
-connections; the same for the MCP route (2026-07-28, stateless).
+connections; the same for the MCP route (2026-07-28, stateless). The whole sequence runs
+`--rounds` times (3): each figure printed is the median of the rounds, with the lowest and
+highest, because one run at 1 connection can land in a slow moment of a shared machine.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ import os
 import platform
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -183,10 +186,10 @@ def require_wrk() -> None:
         sys.exit("wrk is not installed (Debian: apt-get install wrk)")
 
 
-async def main(seconds: float, workers: int) -> None:
+async def main(seconds: float, workers: int, rounds: int) -> None:
     require_wrk()
     stack = bench_stack(workers)
-    rows: list[Wrk] = []
+    runs: list[dict[str, Wrk]] = []  # one per round: label -> run
     try:
         async with bare_handler() as bare_url:
             await stack.start()
@@ -196,33 +199,63 @@ async def main(seconds: float, workers: int) -> None:
             native = NATIVE_LUA.replace("TEAM", TEAM)
             wrk("warm-up", stack.url, native, auth, 8, 2)
             wrk("warm-up", bare_url, native, {}, 8, 1)
-            for c in (32, 1):
-                rows.append(await asyncio.to_thread(wrk, f"bare aiohttp handler, c={c}", bare_url, native, {}, c, seconds))
-                rows.append(await measured(f"pipeline /v1/tools/invoke, c={c}", stack, sampler, stack.url, native, auth, c, seconds))
-                rows.append(await measured(f"pipeline /mcp tools/call, c={c}", stack, sampler, stack.url, MCP_LUA,
-                                           {**auth, **MCP_HEADERS}, c, seconds))
+            for _ in range(rounds):
+                # Each round measures the bare handler just before the pipeline, so every ratio
+                # compares runs seconds apart on a machine whose speed drifts.
+                rows: list[Wrk] = []
+                for c in (32, 1):
+                    rows.append(await asyncio.to_thread(wrk, f"bare aiohttp handler, c={c}", bare_url, native, {}, c, seconds))
+                    rows.append(await measured(f"pipeline /v1/tools/invoke, c={c}", stack, sampler, stack.url, native, auth, c, seconds))
+                    rows.append(await measured(f"pipeline /mcp tools/call, c={c}", stack, sampler, stack.url, MCP_LUA,
+                                               {**auth, **MCP_HEADERS}, c, seconds))
+                runs.append({r.label: r for r in rows})
             rss_mb = sampler.rss_mb()
             pg_conns = await _pg_connections(stack.database_url)
     finally:
         remove(stack)
-    by = {r.label: r for r in rows}
     print(f"\nmachine: {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}; "
-          f"wrk, {seconds:.0f}s per run, all on loopback; proxy workers: {workers}\n")
-    for r in rows:
-        print(line(r))
-    bare32, bare1 = by["bare aiohttp handler, c=32"], by["bare aiohttp handler, c=1"]
+          f"wrk, {seconds:.0f}s per run, all on loopback; proxy workers: {workers}; "
+          f"{rounds} round{'s' if rounds > 1 else ''}, each figure the median of the rounds [lowest–highest]\n")
+    for label in runs[0]:
+        print(line(median_run([run[label] for run in runs])))
+    def each(f: Callable[[dict[str, Wrk]], float]) -> list[float]:
+        return [f(run) for run in runs]
+
     for route in ("/v1/tools/invoke", "/mcp tools/call"):
-        p32, p1 = by[f"pipeline {route}, c=32"], by[f"pipeline {route}, c=1"]
+        p32, p1 = f"pipeline {route}, c=32", f"pipeline {route}, c=1"
+        b32, b1 = "bare aiohttp handler, c=32", "bare aiohttp handler, c=1"
         print(f"\n{route}")
-        print(f"  throughput ÷ bare, c=32, during the run:  {p32.rps / bare32.rps:6.3f}   (goal >= 0.25)")
-        print(f"  throughput ÷ bare, c=32, sustained:       {(p32.sustained_rps or 0) / bare32.rps:6.3f}")
-        print(f"  added p50, c=1:                           {p1.p50_ms - bare1.p50_ms:6.2f} ms (goal <= 1 ms)")
-        print(f"  p99 ÷ p50, c=32:                          {p32.p99_ms / p32.p50_ms:6.2f}   (goal <= 4)")
-        cpu = p32.cpu_ms_per_call
+        print(f"  throughput ÷ bare, c=32, during the run:  {spread(each(lambda r: r[p32].rps / r[b32].rps), 3)}   (goal >= 0.25)")
+        print(f"  throughput ÷ bare, c=32, sustained:       {spread(each(lambda r: (r[p32].sustained_rps or 0) / r[b32].rps), 3)}")
+        print(f"  added p50, c=1:                           {spread(each(lambda r: r[p1].p50_ms - r[b1].p50_ms), 2)} ms (goal <= 1 ms)")
+        print(f"  p99 ÷ p50, c=32:                          {spread(each(lambda r: r[p32].p99_ms / r[p32].p50_ms), 2)}   (goal <= 4)")
+        cpu = {k: statistics.median(run[p32].cpu_ms_per_call.get(k, 0.0) for run in runs)
+               for k in runs[0][p32].cpu_ms_per_call}
+        total = spread(each(lambda r: sum(r[p32].cpu_ms_per_call.values())), 2)
         print("  CPU ms per call until idle, c=32:         " + ", ".join(
-            f"{k} {v:.2f}" for k, v in sorted(cpu.items())) + f"; total {sum(cpu.values()):.2f} (goal <= 1.3)")
+            f"{k} {v:.2f}" for k, v in sorted(cpu.items())) + f"; total {total} (goal <= 1.3)")
     print(f"\npeak memory of the stack (PSS, shared pages split): {rss_mb:.0f} MB; "
           f"Postgres connections at the end: {pg_conns}")
+
+
+def spread(values: list[float], digits: int) -> str:
+    """The median, and the lowest and highest when there is more than one value."""
+    mid = f"{statistics.median(values):.{digits}f}"
+    return mid if len(values) == 1 else f"{mid} [{min(values):.{digits}f}–{max(values):.{digits}f}]"
+
+
+def median_run(rs: list[Wrk]) -> Wrk:
+    """One row for several runs of the same label: each figure's median."""
+    m = Wrk(rs[0].label, rs[0].connections, rs[0].seconds)
+    m.requests = round(statistics.median(r.requests for r in rs))
+    m.rps = statistics.median(r.rps for r in rs)
+    m.p50_ms = statistics.median(r.p50_ms for r in rs)
+    m.p99_ms = statistics.median(r.p99_ms for r in rs)
+    m.non_2xx = sum(r.non_2xx for r in rs)
+    if all(r.sustained_rps is not None for r in rs):
+        m.sustained_rps = statistics.median(r.sustained_rps or 0.0 for r in rs)
+        m.drain_s = max(r.drain_s or 0.0 for r in rs)
+    return m
 
 
 async def _wait_port(port: int) -> None:
@@ -247,5 +280,7 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--workers", type=int, default=2, help="proxy worker processes")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="repetitions of the whole sequence; each figure is their median")
     a = ap.parse_args()
-    asyncio.run(main(a.seconds, a.workers))
+    asyncio.run(main(a.seconds, a.workers, max(1, a.rounds)))
