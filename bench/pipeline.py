@@ -218,6 +218,7 @@ async def main(seconds: float, workers: int, rounds: int) -> None:
           f"{rounds} round{'s' if rounds > 1 else ''}, each figure the median of the rounds [lowest–highest]\n")
     for label in runs[0]:
         print(line(median_run([run[label] for run in runs])))
+
     def each(f: Callable[[dict[str, Wrk]], float]) -> list[float]:
         return [f(run) for run in runs]
 

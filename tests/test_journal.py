@@ -17,7 +17,7 @@ import orjson
 
 from proxy.calls import CallRecord, fold
 from proxy.events import CHANNEL, event
-from proxy.journal import _POISON_AFTER, CONSUMER, STREAM, Entry, Journal, write_entries
+from proxy.journal import _POISON_AFTER, Entry, Journal, write_entries
 from proxy.metrics import Metrics
 from proxy.usage import UsageRecord
 from tests.conftest import invoke
