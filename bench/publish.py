@@ -1,0 +1,108 @@
+"""Benchmark: what one journal publish costs, in CPU of the publishing process and of the NATS
+server, alone and with many in flight, beside a core NATS publish (no acknowledgement) and
+several entries carried by one message. Publishes go to the journal's own stream (as
+ensure_stream makes it) on each call's subject, with a Nats-Msg-Id, as the proxy sends them;
+the entry is about the size of a `math` call's (usage, call row, decision, three events). Run by
+hand: `python bench/publish.py [--messages 4000] [--entry-bytes 3600]`.
+
+What it tells: how much of a call's CPU the durable record's publish is, and how much carrying
+several calls' entries in one message could save.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import nats
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from proxy.embedded.nats import EmbeddedNats  # noqa: E402
+from proxy.embedded.ports import free_port  # noqa: E402
+from proxy.ids import new_hex  # noqa: E402
+from proxy.journal import call_subject, ensure_stream  # noqa: E402
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def own_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+async def measure(label: str, n: int, in_flight: int, per_message: int, server_pid: int,
+                  send: Callable[[], Awaitable[None]]) -> None:
+    """`n` entries, `per_message` to a message, at most `in_flight` messages awaiting their ack."""
+    messages = n // per_message
+    gate = asyncio.Semaphore(in_flight)
+
+    async def one() -> None:
+        async with gate:
+            await send()
+
+    server0, own0, t0 = process_cpu(server_pid), own_cpu(), time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(messages)))
+    elapsed = time.perf_counter() - t0
+    own_us = 1e6 * (own_cpu() - own0) / n
+    server_us = 1e6 * (process_cpu(server_pid) - server0) / n
+    print(f"{label:<44} {in_flight:>3} in flight  {n / elapsed:>8.0f} entries/s   per entry: "
+          f"publisher {own_us:6.1f} us, NATS server {server_us:6.1f} us, both {own_us + server_us:6.1f} us")
+
+
+async def main(n: int, entry_bytes: int) -> None:
+    root = Path(tempfile.mkdtemp(prefix="bench-publish-"))
+    server = EmbeddedNats(root / "nats", free_port())
+    child = server.start(root / "nats.log")
+    try:
+        await server.wait_ready()
+        assert child.pid is not None
+        nc = await nats.connect(server.url)
+        js = nc.jetstream(timeout=5)
+        await ensure_stream(js)
+        entry = b'{"usage":{"pad":"' + b"x" * max(0, entry_bytes - 20) + b'"}}'
+        batch = b"[" + b",".join([entry] * 16) + b"]"
+
+        async def journal_publish() -> None:
+            call_id = new_hex()
+            await js.publish(call_subject(call_id), entry, headers={"Nats-Msg-Id": call_id})
+
+        async def batched_publish() -> None:
+            key = new_hex()
+            await js.publish(call_subject(key), batch, headers={"Nats-Msg-Id": key})
+
+        async def core_publish() -> None:
+            await nc.publish("bench.publish.core", entry)
+
+        print(f"\nmachine: {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}; "
+              f"{n} entries of {len(entry)} bytes per row; NATS on loopback\n")
+        for in_flight in (1, 32):
+            await measure("journal publish, acknowledged", n, in_flight, 1, child.pid, journal_publish)
+            await measure("core publish, no acknowledgement", n, in_flight, 1, child.pid, core_publish)
+        await measure("16 entries per acknowledged publish", n, 32, 16, child.pid, batched_publish)
+        await nc.close()
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--messages", type=int, default=4000)
+    ap.add_argument("--entry-bytes", type=int, default=3600)
+    a = ap.parse_args()
+    asyncio.run(main(a.messages, a.entry_bytes))
