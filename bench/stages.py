@@ -1,6 +1,6 @@
 """Where a call's time goes: the stack with tracing on (OTLP/HTTP to a local receiver), `math`
 with the seed's envelope and a new expression per call, at 1 and 32 connections; prints the
-p50 and mean of each stage's span. Run by hand: `python bench/stages.py`. (Tracing costs time
+p50, p99 and mean of each stage's span. Run by hand: `python bench/stages.py`. (Tracing costs time
 itself: the headline figures come from bench/pipeline.py, with tracing off.)"""
 
 from __future__ import annotations
@@ -47,11 +47,13 @@ async def main(seconds: float, workers: int) -> None:
         await receiver.stop()
     for c, r, by in tables:
         print(f"\nc={c}: {r.rps:.0f} req/s, wrk p50 {r.p50_ms:.2f} ms (tracing on)")
-        print(f"  {'stage':<24} {'spans':>7} {'p50 ms':>8} {'mean ms':>8}")
+        print(f"  {'stage':<24} {'spans':>7} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8}")
         for name in (ROOT, *STAGES):
-            xs = by.get(name, [])
+            xs = sorted(by.get(name, []))
             if xs:
-                print(f"  {name:<24} {len(xs):>7} {statistics.median(xs):>8.3f} {statistics.fmean(xs):>8.3f}")
+                p99 = xs[min(len(xs) - 1, int(len(xs) * 0.99))]
+                print(f"  {name:<24} {len(xs):>7} {statistics.median(xs):>8.3f} {p99:>8.3f} "
+                      f"{statistics.fmean(xs):>8.3f}")
 
 
 if __name__ == "__main__":

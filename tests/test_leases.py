@@ -56,3 +56,38 @@ async def test_unused_leased_tokens_go_back(buckets) -> None:
     await asyncio.sleep(LEASE_S * 3)  # A's lease ends; its leftovers go back
     got = sum(await asyncio.gather(*(_admit(b, rate) for _ in range(40))))
     assert got >= 29, got  # 40 - the 10 A used (one a second may have come back meanwhile)
+
+
+async def _steady(b: LeasedBuckets, rate: Rate, seconds: float, per_second: float) -> tuple[int, int]:
+    """Calls one after another at about `per_second`: (admitted, those that had to wait for a
+    refill because this replica's lease had nothing left)."""
+    admitted = waited = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if b.try_local("k", rate):
+            admitted += 1
+        else:
+            waited += 1
+            admitted += (await b.take("k", rate)).allowed
+        await asyncio.sleep(1 / per_second)
+    return admitted, waited
+
+
+async def test_a_busy_key_takes_its_next_batch_ahead(buckets) -> None:
+    """Once demand is steady, the next batch is taken while the current one still serves: over
+    ten lease lifetimes, calls wait for a refill at most a few times (each would wait once a
+    lease, ten times or more, if batches were taken only when spent)."""
+    rate = Rate(per_minute=600_000, burst=10_000)
+    await _steady(buckets[0], rate, LEASE_S * 3, 200)  # the demand rate is learned
+    admitted, waited = await _steady(buckets[0], rate, LEASE_S * 10, 200)
+    assert admitted >= 100
+    assert waited <= 3, waited
+
+
+async def test_a_batch_taken_ahead_and_left_unused_goes_back(buckets) -> None:
+    a, b = buckets
+    rate = Rate(per_minute=60, burst=400)  # one a second: the burst is all there is
+    used, _ = await _steady(a, rate, LEASE_S * 4, 200)  # steady: batches are taken ahead
+    await asyncio.sleep(LEASE_S * 4)  # A stops; its current and ahead batches lapse and go back
+    got = sum(await asyncio.gather(*(_admit(b, rate) for _ in range(400))))
+    assert got >= 400 - used - 2, (got, used)

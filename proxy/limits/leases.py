@@ -7,7 +7,10 @@ used, so every replica together never admits more than the bucket allows — a t
 used up to `LEASE_S` later than the shared state says it was taken, so over any window W the
 calls admitted stay within rate × (W + LEASE_S) + burst. A lease grows with the demand seen
 (the demand rate over the last lease-length window, up to half the burst), so a quiet key
-costs one round trip per call, as before, and a busy one a round trip per lease.
+costs one round trip per call, as before, and a busy one a round trip per lease. A busy key's
+next batch is taken ahead, once half of the current one (or of its time) is gone, so its
+calls do not queue behind the refill's round trip; each batch still lives `LEASE_S` from its
+taking, so the bound holds as it is.
 """
 
 from __future__ import annotations
@@ -52,6 +55,11 @@ class _Lease:
     rate: Rate
     tokens: int = 0
     expires: float = 0.0
+    # A batch taken ahead while the current one still serves: drawn from once the current one
+    # is spent or over, until its own expiry.
+    next_tokens: int = 0
+    next_expires: float = 0.0
+    stale: int = 0  # tokens of a batch whose time ran out unused: given back at the next refill
     demand: int = 0  # admissions asked for since `window_start`
     window_start: float = field(default_factory=time.monotonic)
     per_second: float = 0.0  # the demand rate seen over the last window
@@ -96,10 +104,14 @@ class LeasedBuckets:
         if elapsed >= self._lease_s:  # the demand rate, measured over windows of a lease's length
             lease.per_second = lease.demand / elapsed
             lease.demand, lease.window_start = 0, now
-        if lease.tokens > 0 and now < lease.expires:
-            lease.tokens -= 1
-            return True
-        return False
+        if not _draw(lease, now):
+            return False
+        if (lease.refilling is None and lease.next_tokens == 0
+                and lease.per_second * self._lease_s >= 2  # steady demand, not a quiet key
+                and (lease.tokens * 2 <= lease.size or (lease.expires - now) * 2 <= self._lease_s)):
+            lease.refilling = asyncio.ensure_future(self._refill(key, lease, ahead=True))
+            lease.refilling.add_done_callback(_retrieved)
+        return True
 
     async def take(self, key: str, rate: Rate) -> Grant:
         """A token from the shared bucket, through a (shared) refill of this replica's lease."""
@@ -109,15 +121,15 @@ class LeasedBuckets:
                 return Grant(True)
             lease = self._leases[key]
         while True:
+            if _draw(lease, time.monotonic()):  # a batch taken ahead may have landed meanwhile
+                return Grant(True)
             if lease.refilling is None:
                 lease.refilling = asyncio.ensure_future(self._refill(key, lease))
             grant = await asyncio.shield(lease.refilling)
             if not grant.allowed:
                 return grant
-            if lease.tokens > 0:
-                lease.tokens -= 1
-                return Grant(True)
-            # Others took this batch first: refill again (a larger one, demand grew).
+            # Drawn from on the next turn; if others took this batch first, refill again (a
+            # larger one: demand grew).
 
     def give(self, key: str) -> None:
         """Put back a token taken for a call that another check refused."""
@@ -125,9 +137,16 @@ class LeasedBuckets:
         if lease is not None and time.monotonic() < lease.expires:
             lease.tokens += 1
 
-    async def _refill(self, key: str, lease: _Lease) -> Grant:
+    async def _refill(self, key: str, lease: _Lease, *, ahead: bool = False) -> Grant:
+        """A new batch: into the lease when its current batch is spent or over, else (`ahead`)
+        beside it. What ran out of time unused goes back in the same round."""
         try:
-            unused = lease.tokens
+            now_m = time.monotonic()
+            unused, lease.stale = lease.stale, 0
+            if not ahead:  # the current batch is spent or over
+                unused, lease.tokens = unused + lease.tokens, 0
+            if lease.next_tokens and now_m >= lease.next_expires:
+                unused, lease.next_tokens = unused + lease.next_tokens, 0
             cap = max(1, min(MAX_LEASE, lease.rate.burst // 2))
             # Enough for one lease at the demand seen (this window's count if it is already
             # more: a burst), with room to grow.
@@ -144,9 +163,16 @@ class LeasedBuckets:
                 changed = taken > 0 or unused > 0
                 return (repr(new_tat).encode() if changed else None), (taken, retry)
 
-            taken, retry = await self._store.change(key, step)
-            lease.tokens = taken
-            lease.expires = time.monotonic() + self._lease_s
+            try:
+                taken, retry = await self._store.change(key, step)
+            except BaseException:
+                lease.stale += unused  # not given back yet: the next round tries
+                raise
+            expires = time.monotonic() + self._lease_s
+            if ahead:
+                lease.next_tokens, lease.next_expires = taken, expires
+            else:
+                lease.tokens, lease.expires = taken, expires
             return Grant(taken > 0, retry)
         finally:
             lease.refilling = None
@@ -157,7 +183,8 @@ class LeasedBuckets:
         task.add_done_callback(self._returning.discard)
 
     async def _return(self, key: str, lease: _Lease) -> None:
-        n, lease.tokens = lease.tokens, 0
+        n = lease.tokens + lease.next_tokens + lease.stale
+        lease.tokens = lease.next_tokens = lease.stale = 0
         if n <= 0:
             return
         now = time.time()
@@ -175,9 +202,30 @@ class LeasedBuckets:
             await asyncio.sleep(self._lease_s)
             now = time.monotonic()
             for key, lease in list(self._leases.items()):
-                if lease.refilling is not None or now < lease.expires:
+                if lease.refilling is not None or now < max(lease.expires, lease.next_expires):
                     continue
-                if lease.tokens:
+                if lease.tokens or lease.next_tokens or lease.stale:
                     await self._return(key, lease)
                 if now - lease.last_used > 10.0:
                     self._leases.pop(key, None)
+
+
+def _draw(lease: _Lease, now: float) -> bool:
+    """A token from the current batch, or from the batch taken ahead once the current one is
+    spent or over (what the current one still held then has run out of time: stale)."""
+    if lease.tokens > 0 and now < lease.expires:
+        lease.tokens -= 1
+        return True
+    if lease.next_tokens > 0 and now < lease.next_expires:
+        lease.stale += lease.tokens
+        lease.tokens, lease.expires = lease.next_tokens - 1, lease.next_expires
+        lease.next_tokens = 0
+        return True
+    return False
+
+
+def _retrieved(fut: asyncio.Future[Grant]) -> None:
+    """A refill taken ahead that failed is failed again by the next call that needs it; nobody
+    may be waiting for this one."""
+    if not fut.cancelled():
+        fut.exception()
