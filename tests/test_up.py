@@ -166,8 +166,9 @@ def test_a_dying_child_stops_the_stack(data_dir: Path) -> None:
 
 
 def test_the_workers_supervisor_does_not_load_the_app() -> None:
-    """`serve` with several workers only starts and watches them: it must not import the app
-    (every route, the policy engine, web3...), which would keep ~60 MB resident for nothing."""
+    """`serve` with several workers only starts and watches them, and the plugin host's entry
+    lives in the same module: neither may import the app (every route, the policy engine,
+    web3...), which kept ~40 MB more resident in each for nothing."""
     probe = ("import sys, proxy.cli.serve; "
              "print(sorted(m for m in sys.modules if m in ('proxy.app', 'pdp.point', 'aiohttp.web')))")
     done = subprocess.run([*TOOLPROXY[:1], "-c", probe], env=ENV, capture_output=True, text=True,
