@@ -75,13 +75,13 @@ async def _steady(b: LeasedBuckets, rate: Rate, seconds: float, per_second: floa
 
 async def test_a_busy_key_takes_its_next_batch_ahead(buckets) -> None:
     """Once demand is steady, the next batch is taken while the current one still serves: over
-    ten lease lifetimes, calls wait for a refill at most a few times (each would wait once a
+    ten lease lifetimes, calls wait for a refill at most a few times (they would wait once a
     lease, ten times or more, if batches were taken only when spent)."""
     rate = Rate(per_minute=600_000, burst=10_000)
     await _steady(buckets[0], rate, LEASE_S * 3, 200)  # the demand rate is learned
     admitted, waited = await _steady(buckets[0], rate, LEASE_S * 10, 200)
     assert admitted >= 100
-    assert waited <= 3, waited
+    assert waited <= 4, waited
 
 
 async def test_a_batch_taken_ahead_and_left_unused_goes_back(buckets) -> None:
