@@ -4,9 +4,14 @@ replicas together stay within the bucket; unused tokens go back when a lease end
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
+import uuid
 
+import nats
+import nats.js.errors
 import pytest
+from nats.js.api import KeyValueConfig, StorageType
 
 from proxy.limits.gcra import Rate
 from proxy.limits.kv import CasStore
@@ -91,3 +96,38 @@ async def test_a_batch_taken_ahead_and_left_unused_goes_back(buckets) -> None:
     await asyncio.sleep(LEASE_S * 4)  # A stops; its current and ahead batches lapse and go back
     got = sum(await asyncio.gather(*(_admit(b, rate) for _ in range(400))))
     assert got >= 400 - used - 2, (got, used)
+
+
+async def test_when_the_store_goes_away_calls_run_out_of_held_tokens_then_fail_closed(nats_url) -> None:
+    """A batch taken ahead that fails fails no call (nobody waits for it, and its error is not
+    left unretrieved); calls go on from the tokens this replica holds, and the first that needs
+    a refill gets the store's error (the limiter turns it into 503 limits_unavailable)."""
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    kv = await js.create_key_value(config=KeyValueConfig(bucket=name, history=1,
+                                                          storage=StorageType.MEMORY))
+    b = LeasedBuckets(CasStore(kv))
+    loop = asyncio.get_running_loop()
+    previous = loop.get_exception_handler()
+    reported: list[dict] = []
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    rate = Rate(per_minute=600_000, burst=10_000)
+    try:
+        await _steady(b, rate, LEASE_S * 3, 200)  # demand learned: batches are taken ahead
+        await js.delete_key_value(name)
+        admitted = 0
+        with pytest.raises(nats.js.errors.Error):  # no stream to answer the refill
+            for _ in range(10_000):
+                if not b.try_local("k", rate):
+                    await b.take("k", rate)
+                admitted += 1
+                await asyncio.sleep(0.001)
+        assert 0 < admitted < 10_000, admitted  # what it held, then a refill: refused
+        gc.collect()
+        await asyncio.sleep(0)
+        assert not [c for c in reported if "never retrieved" in str(c.get("message"))], reported
+    finally:
+        loop.set_exception_handler(previous)
+        await b.close()
+        await nc.close()
