@@ -27,25 +27,18 @@ import nats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.procs import Sampler  # noqa: E402
 from proxy.embedded.nats import EmbeddedNats  # noqa: E402
 from proxy.embedded.ports import free_port  # noqa: E402
 from proxy.ids import new_hex  # noqa: E402
 from proxy.journal import call_subject, ensure_stream  # noqa: E402
-
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def process_cpu(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
-
 
 def own_cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
 
 
-async def measure(label: str, n: int, in_flight: int, per_message: int, server_pid: int,
+async def measure(label: str, n: int, in_flight: int, per_message: int, server: Sampler,
                   send: Callable[[], Awaitable[None]]) -> None:
     """`n` entries, `per_message` to a message, at most `in_flight` messages awaiting their ack."""
     messages = n // per_message
@@ -55,11 +48,12 @@ async def measure(label: str, n: int, in_flight: int, per_message: int, server_p
         async with gate:
             await send()
 
-    server0, own0, t0 = process_cpu(server_pid), own_cpu(), time.perf_counter()
+    server.mark()
+    own0, t0 = own_cpu(), time.perf_counter()
     await asyncio.gather(*(one() for _ in range(messages)))
     elapsed = time.perf_counter() - t0
     own_us = 1e6 * (own_cpu() - own0) / n
-    server_us = 1e6 * (process_cpu(server_pid) - server0) / n
+    server_us = 1e6 * server.since_mark()["nats"] / n
     print(f"{label:<44} {in_flight:>3} in flight  {n / elapsed:>8.0f} entries/s   per entry: "
           f"publisher {own_us:6.1f} us, NATS server {server_us:6.1f} us, both {own_us + server_us:6.1f} us")
 
@@ -71,6 +65,7 @@ async def main(n: int, entry_bytes: int) -> None:
     try:
         await server.wait_ready()
         assert child.pid is not None
+        sampler = Sampler({"nats": child.pid})
         nc = await nats.connect(server.url)
         js = nc.jetstream(timeout=5)
         await ensure_stream(js)
@@ -91,9 +86,9 @@ async def main(n: int, entry_bytes: int) -> None:
         print(f"\nmachine: {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}; "
               f"{n} entries of {len(entry)} bytes per row; NATS on loopback\n")
         for in_flight in (1, 32):
-            await measure("journal publish, acknowledged", n, in_flight, 1, child.pid, journal_publish)
-            await measure("core publish, no acknowledgement", n, in_flight, 1, child.pid, core_publish)
-        await measure("16 entries per acknowledged publish", n, 32, 16, child.pid, batched_publish)
+            await measure("journal publish, acknowledged", n, in_flight, 1, sampler, journal_publish)
+            await measure("core publish, no acknowledgement", n, in_flight, 1, sampler, core_publish)
+        await measure("16 entries per acknowledged publish", n, 32, 16, sampler, batched_publish)
         await nc.close()
     finally:
         server.stop()
