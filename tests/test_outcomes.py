@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
+import orjson
 import pytest
 
 from pdp.policy_set import default_policy_dir
 from proxy import appkeys
+from proxy.bus import close, connect
+from proxy.forward import CallMeta, headers_for
 from services.sdk.protocol import H_CALL_ID
 from tests import fixture_services
 from tests.conftest import bearer, grant, invoke
@@ -119,8 +123,6 @@ async def test_body_too_large_is_413(client, token, team) -> None:
 
 
 async def test_no_responders_is_503(client, token, team, nats_url) -> None:
-    from proxy.bus import close, connect
-
     nc = await connect(nats_url, name="gone")
     svc = fixture_services.gone_service()
     await svc.start(nc)
@@ -160,6 +162,24 @@ async def test_ids_travel_in_nats_headers(client, token, team) -> None:
     assert fixture_services.seen[-1].call_id == body["call_id"]
     assert H_CALL_ID == "Toolproxy-Call-Id"
     assert fixture_services.seen[-1].turn_id is None  # not made by a turn
+
+
+async def test_a_reply_carries_none_of_the_requests_headers(builtin, nats_url, team) -> None:
+    """A service answers with the reply alone: the call's ids and deadline went to it in the
+    request's headers, and do not come back for the proxy to parse a second time."""
+    meta = CallMeta(call_id="c" * 8, decision_id="d" * 8, team_id=team, agent_id="agent-1",
+                    run_id="run-1", confidential=False)
+    nc = await connect(nats_url, name="reply-headers-test")
+    try:
+        for subject, args in (("tools.math.invoke", {"expr": "6*7"}),
+                              ("tools.math.invoke", {"expr": "1/0"}),  # the tool's own error
+                              ("tools.math.invoke", {"nope": 1})):  # refused by the service
+            msg = await nc.request(subject, orjson.dumps({"args": args}), timeout=5,
+                                   headers=headers_for(meta, time.time() + 5))
+            assert not msg.headers, msg.headers
+            assert "ok" in orjson.loads(msg.data)
+    finally:
+        await close(nc)
 
 
 async def test_a_turns_call_carries_its_turn_id_to_the_service(client, team) -> None:

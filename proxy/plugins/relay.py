@@ -89,7 +89,7 @@ class InternalRelay:
             log.exception("internal_call_failed")
             body = _reply(ok=False, code="internal_error", message="the internal call failed")
         with contextlib.suppress(Exception):
-            await msg.respond(body)
+            await p.respond(self._nc, msg, body)
 
     async def answer(self, call_id: str, data: bytes) -> bytes:
         running = self._pipeline.plugin_calls.get(call_id)

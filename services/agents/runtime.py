@@ -25,6 +25,7 @@ from services.agents.protocol import (
     agent_subject,
     is_agent_id,
 )
+from services.sdk.protocol import respond
 
 log = structlog.get_logger("toolproxy.agent")
 
@@ -44,9 +45,11 @@ class AgentRuntime:
         self.agent_id = agent_id
         self._handler = handler
         self._sub: Subscription | None = None
+        self._nc: NATS | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self, nc: NATS) -> None:
+        self._nc = nc
         self._sub = await nc.subscribe(agent_subject(self.agent_id), queue=agent_queue(self.agent_id),
                                        cb=self._on_msg)
         await nc.flush()
@@ -74,7 +77,8 @@ class AgentRuntime:
         else:
             reply = await self._run(request)
         try:
-            await msg.respond(orjson.dumps(reply.model_dump(mode="json")))
+            assert self._nc is not None
+            await respond(self._nc, msg, orjson.dumps(reply.model_dump(mode="json")))
         except Exception as exc:
             log.warning("agent_reply_failed", agent_id=self.agent_id, error=str(exc))
 

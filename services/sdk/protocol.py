@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 from pydantic import BaseModel, ConfigDict, Field
 
 # Subjects. Tool names are validated before they are ever put into a subject.
@@ -45,6 +47,17 @@ H_APPROVAL = "Toolproxy-Approval"
 H_APPROVAL_REF = "Toolproxy-Approval-Ref"
 # On plugin calls only: the proxy replica running the call, where its internal() calls go.
 H_REPLICA = "Toolproxy-Replica"
+
+
+
+async def respond(nc: NATS, msg: Msg, data: bytes) -> None:
+    """Answer a request on its reply subject, without headers. (nats-py's `Msg.respond` sends
+    the request's headers back with the reply: every call's ids and deadline would travel
+    twice, and the requester would parse them again, for nothing.)"""
+    if not msg.reply:
+        raise ValueError("the message has no reply subject")
+    await nc.publish(msg.reply, data)
+
 
 # The error codes a plugin call ends with (the proxy reports them as they are).
 PLUGIN_ERROR_CODES = frozenset({"plugin_timeout", "plugin_memory", "plugin_error", "plugin_forbidden"})

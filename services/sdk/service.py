@@ -259,12 +259,12 @@ class Service:
         run = handler or t.handler
 
         async def on_msg(msg: Msg) -> None:
-            assert self._slots is not None
+            assert self._slots is not None and self._nc is not None
             team = (msg.headers or {}).get(p.H_TEAM_ID, "")
             if not self._slots.admit(team):
                 log.info("call_refused_busy", tool=t.manifest.tool_id, team_id=team)
                 with contextlib.suppress(Exception):
-                    await msg.respond(orjson.dumps(_error(
+                    await p.respond(self._nc, msg, orjson.dumps(_error(
                         p.BUSY, f"{t.manifest.tool_id} is serving this team's share of calls; "
                         "retry shortly")))
                 return
@@ -275,7 +275,7 @@ class Service:
         return on_msg
 
     async def _handle(self, t: ToolDef, msg: Msg, team: str, handler: Handler) -> None:
-        assert self._slots is not None
+        assert self._slots is not None and self._nc is not None
         headers = msg.headers or {}
         ctx = _context(headers, t.manifest.deadline_ms, self._executor)
         with log_context.bound(call_id=ctx.call_id, decision_id=ctx.decision_id,
@@ -297,7 +297,7 @@ class Service:
                 log.info("reply_after_deadline_dropped")
                 return
             try:
-                await msg.respond(orjson.dumps(reply))
+                await p.respond(self._nc, msg, orjson.dumps(reply))
             except Exception as exc:
                 log.warning("reply_failed", error=str(exc))
 
