@@ -31,7 +31,7 @@ from bench.load import Result, run  # noqa: E402
 from bench.setup import TEAM, bench_stack, prepare, remove  # noqa: E402
 from proxy.cli.up import Stack  # noqa: E402
 from proxy.db import create_pool  # noqa: E402
-from proxy.journal import Entry, Journal  # noqa: E402
+from proxy.journal import Entry, Journal, dumps  # noqa: E402
 from proxy.limits.nats_store import NatsLimiter  # noqa: E402
 from proxy.limits.pg_store import PostgresLimiter  # noqa: E402
 from proxy.metrics import Metrics  # noqa: E402
@@ -81,7 +81,7 @@ async def usage_rows_per_second(stack: Stack, n: int) -> str:
                           decision="allow", status="COMPLETED", error_code=None, http_status=200,
                           latency_ms=1.0, cost_1t=0.00002, started_at=now, finished_at=now)
         entry = Entry(usage=rec, key=rec.call_id)
-        await js.publish(entry.subject, entry.model_dump_json().encode(),  # as the proxy does
+        await js.publish(entry.subject, dumps(entry),  # as the proxy does
                          headers={"Nats-Msg-Id": rec.call_id})
     pool = await create_pool(stack.database_url)
     t0 = time.perf_counter()

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 import asyncpg
-from pydantic import BaseModel, ConfigDict
 
 from pdp.decision import Decision
 from pdp.digest import args_digest
@@ -15,9 +15,8 @@ from pdp.digest import args_digest
 REDACTED = "[redacted]"
 
 
-class DecisionRecord(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+@dataclass(kw_only=True)
+class DecisionRecord:
     decision_id: str
     time: datetime
     policy_revision: str

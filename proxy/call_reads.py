@@ -4,6 +4,7 @@ committed and deleted it in between)."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from typing import Any
 
@@ -28,7 +29,7 @@ async def read_call_now(pool: asyncpg.Pool, journal: Journal, call_id: str,
     record = await journal.latest_call(call_id)
     if record is not None and record.team_id == team_id and (
             stored is None or record.status in TERMINAL):
-        return call_view(record.model_dump())
+        return call_view(dataclasses.asdict(record))
     if stored is None:
         try:
             return await read_call(pool, call_id, team_id)

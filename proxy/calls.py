@@ -4,23 +4,24 @@ and the read model of GET /v1/calls/{call_id}."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import asyncpg
-from pydantic import BaseModel, ConfigDict
+from pydantic import TypeAdapter
 
 from proxy.ids import dashed
 
 TERMINAL = ("COMPLETED", "FAILED", "DENIED", "UNAVAILABLE", "CANCELLED")
 
 
-class CallRecord(BaseModel):
+@dataclass(kw_only=True)
+class CallRecord:
     """A call's row. `status == "RUNNING"` at start; a terminal status at the end. Unknown
     fields stay None and never overwrite what an earlier record set."""
-
-    model_config = ConfigDict(frozen=True)
 
     call_id: str
     team_id: str
@@ -110,15 +111,18 @@ def fold(records: list[CallRecord]) -> list[CallRecord]:
                 new, before = getattr(r, name), getattr(old, name)
                 keep_old = before is not None and (new is None or name in _FIRST_WINS)
                 update[name] = before if keep_old else new
-            merged[r.call_id] = old.model_copy(update=update)
+            merged[r.call_id] = dataclasses.replace(old, **update)
     return list(merged.values())
+
+
+_CALL: TypeAdapter[CallRecord] = TypeAdapter(CallRecord)
 
 
 def fold_docs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Call records in their JSON form, one per call (see fold)."""
     if len({r["call_id"] for r in rows}) == len(rows):
         return rows
-    return [r.model_dump(mode="json") for r in fold([CallRecord.model_validate(r) for r in rows])]
+    return [_CALL.dump_python(r, mode="json") for r in fold([_CALL.validate_python(r) for r in rows])]
 
 
 def _iso(v: datetime | None) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal
 
@@ -42,18 +43,20 @@ class ToolEvent(BaseModel):
     payload: dict[str, Any] = Field(default_factory=dict)
 
 
-class EventRecord(BaseModel):
-    model_config = ConfigDict(frozen=True)
+@dataclass(kw_only=True)
+class EventRecord:
+    """Built by the proxy from values it made or checked itself; written as JSON by the
+    journal (proxy.journal.dumps) and validated whenever it is read back."""
 
-    event_id: str = Field(default_factory=new_id)
+    event_id: str = field(default_factory=new_id)
     team_id: str
     type: str
-    time: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    time: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     run_id: str | None = None
     call_id: str | None = None
     turn_id: str | None = None
-    refs: dict[str, Any] = Field(default_factory=dict)
-    payload: dict[str, Any] = Field(default_factory=dict)
+    refs: dict[str, Any] = field(default_factory=dict)
+    payload: dict[str, Any] = field(default_factory=dict)
 
 
 def event(team_id: str, type_: str, *, run_id: str | None = None, call_id: str | None = None,

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date, datetime, timezone
 from typing import Any
 
 import asyncpg
-from pydantic import BaseModel, ConfigDict
 
 
-class UsageRecord(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+@dataclass(kw_only=True)
+class UsageRecord:
     call_id: str
     result_id: str | None
     decision_id: str | None

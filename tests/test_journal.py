@@ -6,6 +6,7 @@ keeps refusing is set aside after five refusals."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -14,10 +15,14 @@ import asyncpg
 import nats
 import nats.js.errors
 import orjson
+import pytest
+from pydantic import ValidationError
 
+from pdp.decision import Decision
+from pdp.decision_log import decision_record
 from proxy.calls import CallRecord, fold
 from proxy.events import CHANNEL, event
-from proxy.journal import _POISON_AFTER, Entry, Journal, write_entries
+from proxy.journal import _POISON_AFTER, Entry, Journal, dumps, load_entry, write_entries
 from proxy.metrics import Metrics
 from proxy.usage import UsageRecord
 from tests.conftest import invoke
@@ -37,10 +42,9 @@ def _end(start: Entry, t: datetime) -> Entry:
     assert start.call is not None
     c = start.call
     result_id = str(uuid.uuid4())
-    row = c.model_copy(update={"status": "COMPLETED", "result_id": result_id, "http_status": 200,
-                               "response": {"ok": True, "output": {"value": 1}},
-                               "started_at": None, "deadline_at": None, "finished_at": t,
-                               "latency_ms": 1.0})
+    row = dataclasses.replace(c, status="COMPLETED", result_id=result_id, http_status=200,
+                              response={"ok": True, "output": {"value": 1}},
+                              started_at=None, deadline_at=None, finished_at=t, latency_ms=1.0)
     usage = UsageRecord(call_id=c.call_id, result_id=result_id, decision_id=c.decision_id,
                         team_id=c.team_id, agent_id="a", agent_run_id="r", tool="math",
                         category="A", action="read", decision="allow", status="COMPLETED",
@@ -49,6 +53,26 @@ def _end(start: Entry, t: datetime) -> Entry:
     return Entry(usage=usage, call=row, events=[*start.events, event(c.team_id, "agent.tool.completed",
                                                                      call_id=c.call_id)],
                  key=c.call_id)
+
+
+def test_an_entry_reads_back_as_it_was_written() -> None:
+    """What the stream carries: usage first (the write-lag observer relies on it), times in
+    UTC with a Z, and read back (validated) equal to what was written; garbage is refused."""
+    t = datetime.now(timezone.utc)
+    end = _end(_start(str(uuid.uuid4()), "team-x", t), t)
+    decision = Decision(allow=True, decision_id=str(uuid.uuid4()), engine="regopy",
+                        policy_revision="r1", reasons=["allowed"])
+    record = decision_record(decision, {"args": {"expr": "1+1"}, "context": {}}, team_id="team-x",
+                             agent_id="a", roles=["agent"], tool="math", phase="call",
+                             latency_s=0.0001, call_id=end.key)
+    entry = dataclasses.replace(end, decisions=[record])
+    data = dumps(entry)
+    assert data.startswith(b'{"usage":{') and t.isoformat().replace("+00:00", "Z").encode() in data
+    assert load_entry(data) == entry
+    assert load_entry(dumps(Entry(key="k"))) == Entry(key="k")
+    for bad in (b'{"key": 1}', b'{"usage": {"call_id": "x"}, "key": "k"}', b"[]"):
+        with pytest.raises(ValidationError):
+            load_entry(bad)
 
 
 async def test_starts_and_ends_of_many_calls_in_one_batch(db_pool, team) -> None:
@@ -176,7 +200,7 @@ async def test_a_record_postgres_keeps_refusing_is_set_aside(db_pool, nats_url, 
         now = datetime.now(timezone.utc)
         bad, good = (_end(_start(str(uuid.uuid4()), team, now), now) for _ in range(2))
         assert bad.usage is not None
-        refused = bad.usage.model_copy(update={"http_status": 1 << 40})  # integer column
+        refused = dataclasses.replace(bad.usage, http_status=1 << 40)  # integer column
         await journal.record(usage=refused, key=bad.key)
         await journal.record(usage=good.usage, call=good.call, events=good.events, key=good.key)
 
@@ -206,7 +230,7 @@ async def test_postgres_going_away_during_the_one_by_one_pass_loses_nothing(db_p
         bad, good = (_end(_start(str(uuid.uuid4()), team, now), now) for _ in range(2))
         assert bad.usage is not None and good.usage is not None
         # Both in the stream before the writer starts: its first batch holds both.
-        await journal.record(usage=bad.usage.model_copy(update={"http_status": 1 << 40}), key=bad.key)
+        await journal.record(usage=dataclasses.replace(bad.usage, http_status=1 << 40), key=bad.key)
         await journal.record(usage=good.usage, key=good.key)
         await journal.start()
 
@@ -227,8 +251,8 @@ async def test_events_of_one_instant_keep_their_order_and_are_numbered_once(db_p
     and a later batch continues the team's numbers."""
     t = datetime.now(timezone.utc)
     call_id = str(uuid.uuid4())
-    evs = [event(team, "agent.tool.requested", call_id=call_id, payload={"i": i}).model_copy(
-        update={"time": t}) for i in range(5)]
+    evs = [dataclasses.replace(event(team, "agent.tool.requested", call_id=call_id, payload={"i": i}),
+                               time=t) for i in range(5)]
     start = Entry(events=evs[:2], key=f"{call_id}:start")
     end = Entry(events=evs, key=call_id)
     async with db_pool.acquire() as conn:
@@ -317,7 +341,7 @@ async def _count_the_write_lag(nats_url: str, db_pool: asyncpg.Pool, team: str) 
     try:
         start = _start(str(uuid.uuid4()), team, datetime.now(timezone.utc))
         end = _end(start, datetime.now(timezone.utc))
-        assert start.model_dump_json().startswith('{"usage":null')
+        assert dumps(start).startswith(b'{"usage":null')
         await journal.note(start)
         await journal.record(usage=end.usage, call=end.call, events=end.events, key=end.key)
 
@@ -382,3 +406,4 @@ async def test_a_journal_without_its_writer_keeps_records_in_the_stream(db_pool,
         await writer.close()
         await idle.close()
         await nc.close()
+

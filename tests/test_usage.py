@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from proxy.journal import write_docs
+from proxy.journal import Entry, entry_doc, write_docs
 from proxy.usage import UsageRecord
 from tests.conftest import bearer, grant, invoke
 
@@ -106,7 +106,7 @@ async def test_redelivered_record_is_written_once(db_pool) -> None:
         decision="allow", status="COMPLETED", error_code=None, http_status=200, latency_ms=1.0,
         cost_1t=0.5, started_at=now, finished_at=now,
     )
-    doc = {"usage": rec.model_dump(mode="json"), "key": rec.call_id}
+    doc = entry_doc(Entry(usage=rec, key=rec.call_id))
     assert await write_docs(db_pool, [doc, doc]) == 1
     assert await write_docs(db_pool, [doc]) == 0
     assert await db_pool.fetchval("SELECT count(*) FROM usage_records WHERE team_id = $1", team) == 1
