@@ -253,7 +253,11 @@ class Journal:
         key: str | None = None,
     ) -> None:
         """Durable before return: JetStream ack, else a direct Postgres write, else kept in
-        memory and retried (logged loudly: only a crash in that state could lose it)."""
+        memory and retried (logged loudly: only a crash in that state could lose it). Also
+        when the caller is cancelled meanwhile (its client went away, or the proxy is
+        stopping): the entry is then made durable in a task of its own before the
+        cancellation goes on. Doing it twice is harmless: the stream drops a second message
+        with the same id, and Postgres keeps one row per record."""
         decisions = decisions or []
         events = events or []
         if usage is None and call is None and not decisions and not events:
@@ -261,7 +265,11 @@ class Journal:
         key = key or (usage.call_id if usage is not None else
                       decisions[0].decision_id if decisions else events[0].event_id)
         entry = Entry(usage=usage, call=call, decisions=decisions, events=events, key=key)
-        await self._make_durable(entry)
+        try:
+            await self._make_durable(entry)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._make_durable(entry))
+            raise
 
     async def _make_durable(self, entry: Entry) -> None:
         if self._nc.is_connected and await self._publish(entry):

@@ -182,7 +182,7 @@ class Pipeline:
                     allowed.append(m)
         finally:
             if self._journal_on and records:
-                await asyncio.shield(self.journal.record(decisions=records))
+                await self.journal.record(decisions=records)  # durable even if cancelled
         return allowed
 
     # --- invoke -------------------------------------------------------------------------
@@ -337,8 +337,8 @@ class Pipeline:
                    refs={"approval_id": approval.approval_id},
                    payload={"tool": call.manifest.tool_id, "reasons": decision.reasons})
         if self._journal_on:
-            await asyncio.shield(self.journal.record(
-                decisions=[record], events=call.events, key=f"{call.call_id}:held"))
+            await self.journal.record(  # durable even if cancelled
+                decisions=[record], events=call.events, key=f"{call.call_id}:held")
         self.metrics.requests.labels(tool=call.manifest.tool_id, category=call.manifest.category,
                                      status="AUTHORIZATION_REQUIRED").inc()
         log.info("call_awaiting_approval", approval_id=approval.approval_id)
@@ -578,12 +578,13 @@ class Pipeline:
         usage = usage_record(call, decision, e, elapsed, finished) if over else None
         row = call_record(call, e, body, owner=self.inflight.instance_id, elapsed_s=elapsed,
                           finished=finished) if over else None
-        # Shielded: a cancelled request (shutdown) still leaves its records behind.
+        # A cancelled request (shutdown) still leaves its records behind: Journal.record sees
+        # to that.
         if self._journal_on:
             with tracing.span("record"):
-                await asyncio.shield(self.journal.record(
+                await self.journal.record(
                     usage=usage, call=row, decisions=[record] if record is not None else [],
-                    events=call.events))
+                    events=call.events)
         log.info("call_finished", status=e.status, code=e.code, http_status=e.http_status,
                  latency_ms=round(elapsed * 1000.0, 3), policy_revision=decision.policy_revision,
                  reasons=decision.reasons)

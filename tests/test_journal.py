@@ -407,3 +407,30 @@ async def test_a_journal_without_its_writer_keeps_records_in_the_stream(db_pool,
         await idle.close()
         await nc.close()
 
+
+async def test_a_record_whose_caller_is_cancelled_is_made_durable_all_the_same(db_pool, team) -> None:
+    """A request cancelled while its records are being made durable (its client went away,
+    the proxy is stopping) still leaves them behind, once: here on the direct Postgres path
+    (NATS is away), cancelled at every step of the write in turn."""
+    async with nats_server() as url:
+        nc = await nats.connect(url)
+        journal = Journal(nc, db_pool, Metrics(), writer=False)
+        await journal.start()
+        await nc.close()  # from here on every record goes straight to Postgres
+    try:
+        t = datetime.now(timezone.utc)
+        ends = [_end(_start(str(uuid.uuid4()), team, t), t) for _ in range(12)]
+        for turns, end in enumerate(ends, start=1):
+            task = asyncio.ensure_future(journal.record(
+                usage=end.usage, call=end.call, events=end.events, key=end.key))
+            for _ in range(turns):  # let the write get that far (1: it has just begun)
+                await asyncio.sleep(0)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        rows = await db_pool.fetch("SELECT call_id, count(*) AS n FROM usage_records "
+                                   "WHERE team_id = $1 GROUP BY call_id", team)
+        assert {str(r["call_id"]): r["n"] for r in rows} == {e.key: 1 for e in ends}
+        assert await db_pool.fetchval("SELECT count(*) FROM events WHERE team_id = $1", team) == 3 * 12
+    finally:
+        await journal.close()
