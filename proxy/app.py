@@ -34,6 +34,7 @@ from proxy.console import api as console_api
 from proxy.console import app as console
 from proxy.console import routes as console_routes
 from proxy.db import create_pool
+from proxy.inbox import Inbox
 from proxy.journal import Journal
 from proxy.limits.counters import Counters
 from proxy.limits.limiter import make_limiter
@@ -107,7 +108,10 @@ async def _nats(app: web.Application) -> AsyncIterator[None]:
     reconnects = app[k.RECONNECTS] = Reconnects()
     app[k.NC] = await connect(app[k.SETTINGS].require_nats_url(), name="toolproxy-proxy",
                               reconnects=reconnects)
+    inbox = app[k.INBOX] = Inbox(app[k.NC])
+    await inbox.start()
     yield
+    await inbox.close()
     await close_nats(app[k.NC])
 
 
@@ -235,6 +239,7 @@ async def _pipeline(app: web.Application) -> AsyncIterator[None]:
         catalog=app[k.CATALOG],
         pdp=app[k.PDP],
         nc=app[k.NC],
+        inbox=app[k.INBOX],
         pool=app[k.POOL],
         journal=app[k.JOURNAL],
         approvals=ApprovalRepository(app[k.POOL], ttl=timedelta(seconds=s.approval_ttl_s)),

@@ -21,6 +21,7 @@ from proxy.catalog import Catalog
 from proxy.console.session import Session as ConsoleSession
 from proxy.console.state import Console
 from proxy.event_hub import EventHub
+from proxy.inbox import Inbox
 from proxy.http.allowlists import HostAllowlist, OriginAllowlist
 from proxy.http.team_gate import TeamGate
 from proxy.config import Settings
@@ -44,6 +45,7 @@ VERIFIER = web.AppKey("verifier", TokenVerifier)
 POOL = web.AppKey("pool", asyncpg.Pool)
 LISTENER = web.AppKey("listener", Listener)
 NC = web.AppKey("nats", NATS)
+INBOX = web.AppKey("inbox", Inbox)  # requests whose replies this replica awaits
 RECONNECTS = web.AppKey("reconnects", Reconnects)
 GRANTS = web.AppKey("grants", GrantCache)
 GRANT_REPO = web.AppKey("grant_repo", GrantRepository)

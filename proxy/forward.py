@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -12,6 +13,7 @@ from nats.errors import ConnectionClosedError, NoRespondersError, TimeoutError a
 from pydantic import ValidationError
 
 from proxy.errors import DependencyUnavailable, ToolTimeout, ToolUnavailable
+from proxy.inbox import Inbox
 from proxy.metrics import Metrics
 from services.sdk import protocol as p
 from services.sdk.manifest import ToolManifest
@@ -68,7 +70,7 @@ async def cancel(nc: NATS, manifest: ToolManifest, meta: CallMeta) -> None:
 
 
 async def forward(
-    nc: NATS,
+    inbox: Inbox,
     manifest: ToolManifest,
     args: dict[str, Any],
     meta: CallMeta,
@@ -77,10 +79,12 @@ async def forward(
     max_reply_bytes: int,
     metrics: Metrics,
     subject: str | None = None,
+    interrupt: asyncio.Future[Any] | None = None,
 ) -> tuple[p.ToolReply, list[str]]:
     """Request/reply on tools.<name>.invoke (or `subject`) within the deadline: (reply, diagnostics).
 
-    Raises ToolUnavailable (no responders, disconnected), ToolTimeout, BadToolReply.
+    Raises ToolUnavailable (no responders), DependencyUnavailable (disconnected), ToolTimeout,
+    BadToolReply, or proxy.inbox.Interrupted once `interrupt` is done (nobody waits any more).
     """
     payload = orjson.dumps(
         {
@@ -93,15 +97,16 @@ async def forward(
             },
         }
     )
-    if not nc.is_connected:
+    if not inbox.is_connected:
         metrics.nats_errors.labels(kind="disconnected").inc()
         raise DependencyUnavailable("the message bus is unavailable")
     try:
-        msg = await nc.request(
+        msg = await inbox.request(
             subject or manifest.subject,
             payload,
-            timeout=timeout_s,
+            timeout_s=timeout_s,
             headers=headers_for(meta, time.time() + timeout_s),
+            interrupt=interrupt,
         )
     except NoRespondersError:
         metrics.nats_errors.labels(kind="no_responders").inc()

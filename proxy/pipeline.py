@@ -49,6 +49,7 @@ from proxy.errors import (
 )
 from proxy.events import event, tool_events
 from proxy.forward import BadToolReply, CallMeta, cancel, forward
+from proxy.inbox import Inbox, Interrupted
 from proxy.ids import new_id
 from proxy.idempotency import IdempotencyStore, intent_hash
 from proxy.identity import Identity
@@ -63,7 +64,7 @@ from proxy.runs import RunRepository
 from services.sdk import log_context
 from services.sdk.protocol import PLUGIN_ERROR_CODES
 from services.sdk.manifest import ToolManifest, is_valid_tool_name
-from services.sdk.protocol import BUSY
+from services.sdk.protocol import BUSY, ToolReply
 from services.sdk.validation import SchemaValidator
 
 log = structlog.get_logger("toolproxy.pipeline")
@@ -87,6 +88,7 @@ class Pipeline:
         catalog: Catalog,
         pdp: PolicyDecisionPoint,
         nc: NATS,
+        inbox: Inbox,
         pool: asyncpg.Pool,
         journal: Journal,
         approvals: ApprovalRepository,
@@ -102,6 +104,7 @@ class Pipeline:
         self.catalog = catalog
         self.pdp = pdp
         self.nc = nc
+        self.inbox = inbox
         self.pool = pool
         self.journal = journal
         self.approvals = approvals
@@ -322,7 +325,7 @@ class Pipeline:
 
     async def _hold_for_approval(self, call: Call, decision: Decision,
                                  record: DecisionRecord) -> tuple[Outcome, Ending | None]:
-        preview, refused = await prepare_held(self.nc, call, self.metrics)
+        preview, refused = await prepare_held(self.inbox, call, self.metrics)
         if refused is not None:
             return await self._end(call, decision, refused, record), refused
         digest, size = args_digest(call.args)
@@ -448,25 +451,26 @@ class Pipeline:
         cancel_requested = self.inflight.watch(call.call_id, call.identity.team_id)
         if m.plugin:
             self.plugin_calls.add(call, time.time() + timeout_ms / 1000.0)
-        work = asyncio.ensure_future(tracing.traced("forward", forward(
-            self.nc, m, call.args, meta, timeout_s=timeout_ms / 1000.0,
-            max_reply_bytes=self.settings.max_artifact_bytes, metrics=self.metrics,
-        )))
         try:
-            done, _ = await asyncio.wait({work, cancel_requested}, return_when=asyncio.FIRST_COMPLETED)
-            if work not in done:
-                # Cancelled through the API (from any replica): stop the tool; the caller, still
-                # connected, gets 200 CANCELLED.
-                work.cancel()
+            try:
+                with tracing.span("forward"):
+                    reply, notes = await forward(
+                        self.inbox, m, call.args, meta, timeout_s=timeout_ms / 1000.0,
+                        max_reply_bytes=self.settings.max_artifact_bytes, metrics=self.metrics,
+                        interrupt=cancel_requested)
+            except Interrupted:
+                # Cancelled through the API (from any replica) before the reply came: stop the
+                # tool; the caller, still connected, gets 200 CANCELLED.
                 await cancel(self.nc, m, meta)
                 ending = Ending(200, "CANCELLED", "cancelled",
                                 f"cancelled by {cancel_requested.result() or 'request'}", executed=True)
-                return await self._end(call, decision, ending, record), ending
-            ending = await self._ending_from(call, work)
+            except (ToolTimeout, ToolUnavailable, DependencyUnavailable, BadToolReply) as exc:
+                ending = self._forward_failed(call, exc)
+            else:
+                ending = await self._ending_from(call, reply, notes)
         except asyncio.CancelledError:
             # The client went away (or the proxy is stopping): stop the tool, and record the
             # call as CANCELLED (499: nobody received a response) before giving up.
-            work.cancel()
             ending = Ending(499, "CANCELLED", "cancelled", "the client disconnected", executed=True)
             await asyncio.shield(self._cancelled(call, decision, ending, record, meta))
             raise
@@ -477,19 +481,19 @@ class Pipeline:
                 note.cancel()
         return await self._end(call, decision, ending, record), ending
 
-    async def _ending_from(self, call: Call, work: asyncio.Future[Any]) -> Ending:
-        m = call.manifest
-        try:
-            reply, notes = work.result()
-        except ToolTimeout as exc:
+    def _forward_failed(self, call: Call, exc: Exception) -> Ending:
+        """The ending of a call whose tool gave no reply to use."""
+        if isinstance(exc, ToolTimeout):
             return Ending(504, "FAILED", exc.code, exc.message, executed=True)
-        except ToolUnavailable as exc:
-            self.catalog.mark_unreachable(m.tool_id)
+        if isinstance(exc, ToolUnavailable):
+            self.catalog.mark_unreachable(call.manifest.tool_id)
             return Ending(503, "UNAVAILABLE", exc.code, exc.message)
-        except DependencyUnavailable as exc:
+        if isinstance(exc, DependencyUnavailable):
             return Ending(503, "UNAVAILABLE", exc.code, exc.message)
-        except BadToolReply as exc:
-            return Ending(200, "FAILED", "bad_tool_output", str(exc), executed=True)
+        return Ending(200, "FAILED", "bad_tool_output", str(exc), executed=True)
+
+    async def _ending_from(self, call: Call, reply: ToolReply, notes: list[str]) -> Ending:
+        m = call.manifest
         if not reply.ok and reply.error is not None and reply.error.code == BUSY:
             # The service refused before running it: this team's share of it is in use.
             return Ending(503, "UNAVAILABLE", "tool_busy", reply.error.message, retry_after=1.0)

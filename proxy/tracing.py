@@ -70,14 +70,6 @@ def server_span(name: str, **attributes: Any) -> Iterator[Any]:
         yield s
 
 
-async def traced(name: str, coro: Any) -> Any:
-    """Await `coro` inside a span (for work handed to its own task)."""
-    if _tracer is None:
-        return await coro
-    with _tracer.start_as_current_span(name):
-        return await coro
-
-
 def annotate(**attributes: Any) -> None:
     """Attributes on the current span (call_id, decision_id, tool...), when tracing."""
     if _tracer is None:

@@ -12,12 +12,12 @@ import re
 from typing import Any
 
 import orjson
-from nats.aio.client import Client as NATS
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from proxy.call import Call, Ending
 from proxy.errors import ApiError
 from proxy.forward import BadToolReply, CallMeta, forward
+from proxy.inbox import Inbox
 from proxy.metrics import Metrics
 from services.sdk import protocol as p
 
@@ -53,7 +53,7 @@ def approval_meta(approval: dict[str, Any] | None) -> dict[str, str | None]:
     return {}
 
 
-async def prepare_held(nc: NATS, call: Call, metrics: Metrics) -> tuple[dict[str, Any] | None, Ending | None]:
+async def prepare_held(inbox: Inbox, call: Call, metrics: Metrics) -> tuple[dict[str, Any] | None, Ending | None]:
     """(preview, None) for a call to hold; (None, ending) when it cannot be prepared — the
     service refused it (FAILED, its code as tool_code) or is unreachable; nothing ran.
     Tools without `approval_preview` have no preview: (None, None)."""
@@ -61,7 +61,7 @@ async def prepare_held(nc: NATS, call: Call, metrics: Metrics) -> tuple[dict[str
     if not m.approval_preview:
         return None, None
     try:
-        reply, _ = await forward(nc, m, call.args, meta_of(call), timeout_s=m.deadline_ms / 1000.0,
+        reply, _ = await forward(inbox, m, call.args, meta_of(call), timeout_s=m.deadline_ms / 1000.0,
                                  max_reply_bytes=MAX_PREVIEW_BYTES, metrics=metrics,
                                  subject=p.prepare_subject(m.tool_id))
     except ApiError as exc:  # no service, timeout, bus down: nothing is held
