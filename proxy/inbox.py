@@ -38,12 +38,23 @@ class Inbox:
         self._tokens = itertools.count(1)
         self._waiting: dict[str, asyncio.Future[Msg]] = {}
         self._sub: Subscription | None = None
+        self._starting: asyncio.Future[None] | None = None
 
     async def start(self) -> None:
+        """Subscribe (the first request does it, if nothing did before); one attempt at a
+        time, and a failed one is tried again by the next caller."""
+        if self._sub is not None:
+            return
+        if self._starting is None or self._starting.done():
+            self._starting = asyncio.ensure_future(self._subscribe())
+        await asyncio.shield(self._starting)
+
+    async def _subscribe(self) -> None:
         # A new random inbox per process (nuid): no other client's replies land here, and a
         # reconnect subscribes again by itself.
-        self._prefix = self._nc.new_inbox() + "."
-        self._sub = await self._nc.subscribe(self._prefix + "*", cb=self._on_reply)
+        prefix = self._nc.new_inbox() + "."
+        self._sub = await self._nc.subscribe(prefix + "*", cb=self._on_reply)
+        self._prefix = prefix
 
     async def close(self) -> None:
         if self._sub is not None:
@@ -51,7 +62,7 @@ class Inbox:
                 await self._sub.unsubscribe()
             except Exception:  # the connection is closed already
                 pass
-            self._sub = None
+            self._sub = self._starting = None
 
     @property
     def is_connected(self) -> bool:
@@ -66,7 +77,8 @@ class Inbox:
                       interrupt: asyncio.Future[Any] | None = None) -> Msg:
         """The reply. Raises nats-py's NoRespondersError and TimeoutError (and whatever its
         publish raises: ConnectionClosedError...), or Interrupted once `interrupt` is done."""
-        assert self._sub is not None, "Inbox.start() first"
+        if self._sub is None:
+            await self.start()
         if interrupt is not None and interrupt.done():
             raise Interrupted  # nothing sent
         loop = asyncio.get_running_loop()

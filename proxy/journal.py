@@ -34,7 +34,8 @@ from pydantic import TypeAdapter, ValidationError
 from pdp.decision_log import DecisionRecord, decisions_ctes
 from proxy.calls import CallRecord, calls_ctes, fold_docs
 from proxy.events import EVENTS_NOTIFY, EventRecord, events_ctes
-from proxy.jetstream import Ensure, asset_missing
+from proxy.inbox import Inbox
+from proxy.jetstream import Ensure, asset_missing, store
 from proxy.metrics import Metrics
 from proxy.usage import UsageRecord, usage_ctes
 
@@ -193,6 +194,8 @@ class Journal:
     ) -> None:
         self._nc = nc
         self._js = nc.jetstream(timeout=publish_timeout_s)
+        self._inbox = Inbox(nc)  # where the stream's acknowledgements of our records come
+        self._publish_timeout_s = publish_timeout_s
         self.ensure = Ensure(self._ensure)
         self._pool = pool
         self._metrics = metrics
@@ -225,6 +228,7 @@ class Journal:
             # A pull subscription left to the connection's drain would hold it for its timeout.
             with contextlib.suppress(Exception):
                 await self._sub.unsubscribe()
+        await self._inbox.close()
         if self._fallback:
             with contextlib.suppress(Exception):
                 await self._write(self._fallback)
@@ -286,7 +290,8 @@ class Journal:
         data = dumps(entry)
         for attempt in (1, 2):
             try:
-                await self._js.publish(entry.subject, data, headers={"Nats-Msg-Id": entry.key})
+                await store(self._inbox, entry.subject, data, msg_id=entry.key,
+                            timeout_s=self._publish_timeout_s)
                 return True
             except Exception as exc:
                 self._metrics.nats_errors.labels(kind="journal_publish").inc()

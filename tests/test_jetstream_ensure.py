@@ -1,14 +1,19 @@
 """Ensuring JetStream assets: never twice at once, and at startup a few tries past timeouts
-(a busy server's API may answer later than one request's timeout)."""
+(a busy server's API may answer later than one request's timeout); storing a message."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 
 import nats.errors
 import pytest
+from nats.js.api import StreamConfig
+from nats.js.errors import APIError, NoStreamResponseError
 
-from proxy.jetstream import Ensure
+from proxy.bus import close, connect
+from proxy.inbox import Inbox
+from proxy.jetstream import Ensure, asset_missing, store
 
 
 async def test_concurrent_callers_share_one_run() -> None:
@@ -53,3 +58,29 @@ async def test_at_start_tries_again_after_timeouts_only() -> None:
     with pytest.raises(RuntimeError):
         await Ensure(refused).at_start()
     assert calls == 1
+
+
+async def test_store_answers_as_nats_pys_publish_does(nats_url: str) -> None:
+    """What the journal publishes through: stored and acknowledged once (a second message with
+    the same id is the stream's duplicate), no stream for the subject, a refused message."""
+    nc = await connect(nats_url, name="store-test")
+    js = nc.jetstream()
+    name = f"TEST_STORE_{uuid.uuid4().hex[:8].upper()}"
+    await js.add_stream(StreamConfig(name=name, subjects=[f"{name.lower()}.>"], max_msg_size=64))
+    inbox = Inbox(nc)
+    try:
+        ack = await store(inbox, f"{name.lower()}.a", b"x", msg_id="m1", timeout_s=2)
+        assert ack["stream"] == name and ack["seq"] == 1 and not ack.get("duplicate")
+        again = await store(inbox, f"{name.lower()}.a", b"x", msg_id="m1", timeout_s=2)
+        assert again["seq"] == 1 and again["duplicate"] is True
+        with pytest.raises(NoStreamResponseError) as nothing:
+            await store(inbox, f"nowhere.{uuid.uuid4().hex}", b"x", msg_id="m2", timeout_s=2)
+        assert asset_missing(nothing.value)
+        with pytest.raises(APIError) as refused:
+            await store(inbox, f"{name.lower()}.b", b"y" * 100, msg_id="m3", timeout_s=2)
+        assert not asset_missing(refused.value)
+        assert (await js.stream_info(name)).state.messages == 1
+    finally:
+        await inbox.close()
+        await js.delete_stream(name)
+        await close(nc)
