@@ -1,0 +1,101 @@
+"""Benchmark: this tree against another revision, paired. Both stacks run at once (one git
+worktree of `--base` beside this checkout), and short wrk runs alternate between them and the
+bare aiohttp handler, round after round (the order flips every round): each round's figures
+are compared within the round, seconds apart, so that a shared VM's drift (its speed moves by
+a third within minutes) cancels out of the difference. `math` with the seed's envelope and a
+new expression per call, as bench/pipeline.py. Run by hand: `python bench/ab.py --base HEAD~3`.
+
+Printed, per connection count: each tree's added p50 and throughput ÷ bare (median of the
+rounds, lowest–highest), and the paired difference (this tree − base: p50, and rps ratio).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.pipeline import NATIVE_LUA, Wrk, bare_handler, require_wrk, wrk  # noqa: E402
+from bench.setup import TEAM, bench_stack, prepare, remove  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def worktree(rev: str) -> Path:
+    """A detached worktree of `rev`, outside this checkout."""
+    path = Path(tempfile.mkdtemp(prefix="toolproxy-ab-")) / "tree"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), rev],
+                   check=True, capture_output=True)
+    return path
+
+
+def drop_worktree(path: Path) -> None:
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(path)],
+                   capture_output=True)
+    shutil.rmtree(path.parent, ignore_errors=True)
+
+
+def summary(label: str, runs: list[Wrk], bares: list[Wrk]) -> str:
+    added = [r.p50_ms - b.p50_ms for r, b in zip(runs, bares)]
+    ratio = [r.rps / b.rps for r, b in zip(runs, bares)]
+    return (f"  {label:<6} added p50 {statistics.median(added):.3f} ms [{min(added):.3f}–{max(added):.3f}]"
+            f"   ÷ bare {statistics.median(ratio):.3f} [{min(ratio):.3f}–{max(ratio):.3f}]"
+            f"   p99 {statistics.median(r.p99_ms for r in runs):.2f} ms")
+
+
+async def main(base_rev: str, rounds: int, seconds: float, conns: list[int]) -> None:
+    require_wrk()
+    base_tree = worktree(base_rev)
+    # The stacks' processes run `python -m proxy...` from the current directory: run them
+    # from one outside both trees, so that PYTHONPATH alone says which tree a stack runs.
+    os.chdir(tempfile.gettempdir())
+    labels = ("base", "this")
+    stacks = [bench_stack(2, PYTHONPATH=str(base_tree)), bench_stack(2, PYTHONPATH=str(ROOT))]
+    try:
+        for s in stacks:
+            await s.start()
+        auths = [{"Authorization": (await prepare(s))["Authorization"]} for s in stacks]
+        lua = NATIVE_LUA.replace("TEAM", TEAM)
+        runs: dict[int, dict[str, list[Wrk]]] = {c: {k: [] for k in (*labels, "bare")} for c in conns}
+        async with bare_handler() as bare:
+            for s, auth in zip(stacks, auths):
+                await asyncio.to_thread(wrk, "warm-up", s.url, lua, auth, 8, 3)
+            for n in range(rounds):
+                for c in conns:
+                    runs[c]["bare"].append(await asyncio.to_thread(wrk, "bare", bare, lua, {}, c, seconds))
+                    for i in ((0, 1) if n % 2 == 0 else (1, 0)):
+                        runs[c][labels[i]].append(await asyncio.to_thread(
+                            wrk, labels[i], stacks[i].url, lua, auths[i], c, seconds))
+    finally:
+        for s in stacks:
+            remove(s)
+        drop_worktree(base_tree)
+    print(f"\nbase {base_rev} against this tree; {rounds} rounds of {seconds:.0f} s runs, alternating\n")
+    for c in conns:
+        r = runs[c]
+        print(f"c={c}")
+        for label in labels:
+            print(summary(label, r[label], r["bare"]))
+        d = [x.p50_ms - y.p50_ms for x, y in zip(r["this"], r["base"])]
+        q = [x.rps / y.rps for x, y in zip(r["this"], r["base"])]
+        print(f"  this − base: p50 {statistics.median(d):+.3f} ms [{min(d):+.3f}…{max(d):+.3f}],"
+              f" throughput × {statistics.median(q):.3f} [{min(q):.3f}…{max(q):.3f}]")
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--base", default="HEAD", help="the git revision to compare this tree with "
+                    "(HEAD: uncommitted changes; with none, the measurement's own spread)")
+    ap.add_argument("--rounds", type=int, default=12)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--conns", type=int, nargs="+", default=[1, 32])
+    a = ap.parse_args()
+    asyncio.run(main(a.base, a.rounds, a.seconds, a.conns))
