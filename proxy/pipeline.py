@@ -49,10 +49,10 @@ from proxy.errors import (
 )
 from proxy.events import event, tool_events
 from proxy.forward import BadToolReply, CallMeta, cancel, forward
-from proxy.inbox import Inbox, Interrupted
 from proxy.ids import new_id
 from proxy.idempotency import IdempotencyStore, intent_hash
 from proxy.identity import Identity
+from proxy.inbox import Inbox, Interrupted
 from proxy.inflight import InFlight
 from proxy.journal import Entry, Journal
 from proxy.limits.limiter import Admission, Limiter, LimitsUnavailable
