@@ -99,6 +99,8 @@ class Inbox:
             self._waiting.pop(token, None)
             if stop is not None:
                 interrupt.remove_done_callback(stop)  # type: ignore[union-attr]
+            if not reply.done():  # the publish failed: nothing may settle it any more
+                reply.cancel()
         if not msg.data and msg.headers and msg.headers.get(_STATUS) == _NO_RESPONDERS:
             raise NoRespondersError
         return msg

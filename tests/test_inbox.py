@@ -6,7 +6,7 @@ import asyncio
 import uuid
 
 import pytest
-from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
+from nats.errors import ConnectionClosedError, NoRespondersError, TimeoutError as NatsTimeout
 
 from proxy.bus import close, connect
 from proxy.inbox import Inbox, Interrupted
@@ -129,3 +129,18 @@ async def test_an_interrupt_already_done_sends_nothing(pair) -> None:  # type: i
         await inbox.request(subject, b"e", timeout_s=5, interrupt=interrupt)
     await asyncio.sleep(0.1)
     assert b"e" not in seen and inbox.waiting == 0
+
+
+async def test_a_failed_publish_leaves_nothing_behind(nats_url: str) -> None:
+    """The connection closed under the request: the publish's error, nothing waiting, and an
+    interrupt that completes afterwards settles nothing."""
+    nc = await connect(nats_url, name="inbox-closed")
+    inbox = Inbox(nc)
+    await inbox.start()
+    await nc.close()
+    interrupt: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    with pytest.raises(ConnectionClosedError):
+        await inbox.request("test.inbox.closed", b"x", timeout_s=1, interrupt=interrupt)
+    interrupt.set_result("late")
+    await asyncio.sleep(0)
+    assert inbox.waiting == 0
