@@ -76,10 +76,11 @@ class Inbox:
                       headers: dict[str, str] | None = None,
                       interrupt: asyncio.Future[Any] | None = None) -> Msg:
         """The reply. Raises nats-py's NoRespondersError and TimeoutError (and whatever its
-        publish raises: ConnectionClosedError...), or Interrupted once `interrupt` is done."""
+        publish raises: ConnectionClosedError...), or Interrupted once `interrupt` has a result
+        (a cancelled `interrupt` only means that nobody watches for one any more)."""
         if self._sub is None:
             await self.start()
-        if interrupt is not None and interrupt.done():
+        if interrupt is not None and interrupt.done() and not interrupt.cancelled():
             raise Interrupted  # nothing sent
         loop = asyncio.get_running_loop()
         token = str(next(self._tokens))
@@ -88,8 +89,9 @@ class Inbox:
         timer = loop.call_later(timeout_s, _settle, reply, NatsTimeout)
         stop = None
         if interrupt is not None:
-            def stop(_: asyncio.Future[Any]) -> None:
-                _settle(reply, Interrupted)
+            def stop(done: asyncio.Future[Any]) -> None:
+                if not done.cancelled():
+                    _settle(reply, Interrupted)
             interrupt.add_done_callback(stop)
         try:
             await self._nc.publish(subject, payload, reply=self._prefix + token, headers=headers)

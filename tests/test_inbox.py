@@ -144,3 +144,21 @@ async def test_a_failed_publish_leaves_nothing_behind(nats_url: str) -> None:
     interrupt.set_result("late")
     await asyncio.sleep(0)
     assert inbox.waiting == 0
+
+
+async def test_a_cancelled_interrupt_interrupts_nothing(pair) -> None:  # type: ignore[no-untyped-def]
+    """A watch given up (its future cancelled) is no cancel request: the reply still comes."""
+    inbox, subject, hold, seen = pair
+    loop = asyncio.get_running_loop()
+    given_up: asyncio.Future[str] = loop.create_future()
+    given_up.cancel()
+    assert (await inbox.request(subject, b"f", timeout_s=5, interrupt=given_up)).data == b"re:f"
+    hold.clear()
+    watching: asyncio.Future[str] = loop.create_future()
+    waiting = asyncio.ensure_future(inbox.request(subject, b"g", timeout_s=5, interrupt=watching))
+    while b"g" not in seen:
+        await asyncio.sleep(0.01)
+    watching.cancel()
+    await asyncio.sleep(0.05)
+    hold.set()
+    assert (await waiting).data == b"re:g"
