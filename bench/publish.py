@@ -6,7 +6,9 @@ the entry is about the size of a `math` call's (usage, call row, decision, three
 hand: `python bench/publish.py [--messages 4000] [--entry-bytes 3600]`.
 
 What it tells: how much of a call's CPU the durable record's publish is, and how much carrying
-several calls' entries in one message could save.
+several calls' entries in one message could save. With `--variants`, the same publish into
+streams configured otherwise (no Nats-Msg-Id, one subject for every entry, memory storage,
+limits retention): whether the stream's configuration is where the NATS server's time goes.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import nats
+from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -58,7 +62,36 @@ async def measure(label: str, n: int, in_flight: int, per_message: int, server: 
           f"publisher {own_us:6.1f} us, NATS server {server_us:6.1f} us, both {own_us + server_us:6.1f} us")
 
 
-async def main(n: int, entry_bytes: int) -> None:
+# Streams like the journal's (ensure_stream), each changed in one respect: (subjects, storage,
+# retention, per-call subjects, Nats-Msg-Id).
+_VARIANTS = {
+    "as the journal's stream": (StorageType.FILE, RetentionPolicy.WORK_QUEUE, True, True),
+    "without Nats-Msg-Id (no duplicate check)": (StorageType.FILE, RetentionPolicy.WORK_QUEUE, True, False),
+    "one subject for every entry": (StorageType.FILE, RetentionPolicy.WORK_QUEUE, False, True),
+    "memory storage": (StorageType.MEMORY, RetentionPolicy.WORK_QUEUE, True, True),
+    "limits retention (not a work queue)": (StorageType.FILE, RetentionPolicy.LIMITS, True, True),
+}
+
+
+async def variants(js: Any, n: int, server: Sampler, entry: bytes) -> None:
+    print("\nthe same publish into streams configured otherwise:")
+    for i, (label, (storage, retention, per_call, msg_id)) in enumerate(_VARIANTS.items()):
+        name, prefix = f"BENCH_VARIANT_{i}", f"bench.variant{i}"
+        await js.add_stream(StreamConfig(name=name, subjects=[f"{prefix}.>"], retention=retention,
+                                         storage=storage, max_age=7 * 24 * 3600,
+                                         duplicate_window=120, allow_direct=True))
+
+        async def publish(prefix: str = prefix, per_call: bool = per_call, msg_id: bool = msg_id) -> None:
+            key = new_hex()
+            await js.publish(f"{prefix}.{key if per_call else 'all'}", entry,
+                             headers={"Nats-Msg-Id": key} if msg_id else None)
+
+        for in_flight in (1, 32):
+            await measure(label, n, in_flight, 1, server, publish)
+        await js.delete_stream(name)
+
+
+async def main(n: int, entry_bytes: int, with_variants: bool) -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-publish-"))
     server = EmbeddedNats(root / "nats", free_port())
     child = server.start(root / "nats.log")
@@ -89,6 +122,8 @@ async def main(n: int, entry_bytes: int) -> None:
             await measure("journal publish, acknowledged", n, in_flight, 1, sampler, journal_publish)
             await measure("core publish, no acknowledgement", n, in_flight, 1, sampler, core_publish)
         await measure("16 entries per acknowledged publish", n, 32, 16, sampler, batched_publish)
+        if with_variants:
+            await variants(js, n, sampler, entry)
         await nc.close()
     finally:
         server.stop()
@@ -99,5 +134,6 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=4000)
     ap.add_argument("--entry-bytes", type=int, default=3600)
+    ap.add_argument("--variants", action="store_true", help="also streams configured otherwise")
     a = ap.parse_args()
-    asyncio.run(main(a.messages, a.entry_bytes))
+    asyncio.run(main(a.messages, a.entry_bytes, a.variants))
