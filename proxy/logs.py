@@ -7,6 +7,8 @@ import sys
 
 import structlog
 
+from services.sdk import log_context
+
 
 def configure_logging(level: str = "info", fmt: str = "json") -> None:
     renderer: structlog.types.Processor = (
@@ -17,6 +19,7 @@ def configure_logging(level: str = "info", fmt: str = "json") -> None:
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            log_context.merge,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,

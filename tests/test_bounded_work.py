@@ -124,6 +124,45 @@ def test_team_slots_share_a_service() -> None:
         TeamSlots(capacity=2, per_team=3, queued_per_team=0)
 
 
+async def test_team_slots_are_given_back_however_a_call_leaves() -> None:
+    """A call that ran, one whose body raised, one that timed out waiting and one cancelled
+    while waiting all give back what they held: the team is forgotten once none of its calls is
+    left, and every slot is free again."""
+    slots = TeamSlots(capacity=2, per_team=1, queued_per_team=3)
+    assert slots.admit("a") and slots.admit("a") and slots.admit("a") and slots.admit("b")
+    entered = asyncio.Event()
+    leave = asyncio.Event()
+
+    async def runs() -> None:
+        async with slots.slot("a"):
+            assert slots.running("a") == 1
+            entered.set()
+            await leave.wait()
+
+    first = asyncio.create_task(runs())
+    await entered.wait()
+    with pytest.raises(TimeoutError):  # the team's one slot is taken
+        async with slots.slot("a", timeout=0.05):
+            raise AssertionError("ran without a slot")
+    waiting = asyncio.create_task(runs())
+    await asyncio.sleep(0.01)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    with pytest.raises(RuntimeError):  # another team's call runs beside it, and fails
+        async with slots.slot("b", timeout=1):
+            assert slots.running("b") == 1
+            raise RuntimeError("the tool failed")
+    assert slots.teams == 1 and slots.running("a") == 1 and slots.running("b") == 0
+    leave.set()
+    await first
+    assert slots.teams == 0 and slots.running("a") == 0
+    assert slots.admit("a") and slots.admit("b")  # both slots free: neither call waits
+    async with slots.slot("a", timeout=0), slots.slot("b", timeout=0):
+        assert slots.running("a") == slots.running("b") == 1
+    assert slots.teams == 0
+
+
 release = asyncio.Event()
 held: list[str] = []
 

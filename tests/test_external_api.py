@@ -18,7 +18,7 @@ from pydantic import SecretStr
 
 from proxy.appkeys import POOL
 from services import external_api
-from services.sdk import CallContext
+from services.sdk import CallContext, log_context
 from tests.conftest import bearer, grant, invoke
 from tests.network_flow import approved_call, lift_rate, roomy
 from tests.tool_harness import run_tool
@@ -269,7 +269,7 @@ def captured(caplog) -> Iterator[list[dict[str, Any]]]:
         raise structlog.DropEvent
 
     structlog.configure(
-        processors=[structlog.contextvars.merge_contextvars, structlog.processors.add_log_level,
+        processors=[structlog.contextvars.merge_contextvars, log_context.merge, structlog.processors.add_log_level,
                     structlog.processors.format_exc_info, keep],
         wrapper_class=structlog.make_filtering_bound_logger(0),
         cache_logger_on_first_use=False,

@@ -4,7 +4,6 @@ console's page do not."""
 
 from __future__ import annotations
 
-import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
@@ -12,6 +11,7 @@ from proxy import tracing
 from proxy.appkeys import IDENTITY, VERIFIER
 from proxy.console.auth import cookie_secret, is_public, session_identity
 from proxy.errors import Unauthenticated
+from services.sdk import log_context
 
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json"})
 
@@ -24,9 +24,8 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     if not header and cookie_secret(request) is not None:
         identity = await session_identity(request)
         request[IDENTITY] = identity
-        structlog.contextvars.bind_contextvars(
-            agent_id=identity.agent_id, team_id=identity.team_id, role=identity.role, console=True
-        )
+        log_context.add(agent_id=identity.agent_id, team_id=identity.team_id, role=identity.role,
+                        console=True)
         return await handler(request)
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
@@ -40,7 +39,5 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
         exc.headers["WWW-Authenticate"] = 'Bearer realm="toolproxy", error="invalid_token"'
         raise
     request[IDENTITY] = identity
-    structlog.contextvars.bind_contextvars(
-        agent_id=identity.agent_id, team_id=identity.team_id, role=identity.role
-    )
+    log_context.add(agent_id=identity.agent_id, team_id=identity.team_id, role=identity.role)
     return await handler(request)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 
-import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from proxy.identity import ID_RE
 from proxy.ids import new_hex
+from services.sdk import log_context
 
 HEADER = "X-Request-Id"
 
@@ -17,8 +17,7 @@ HEADER = "X-Request-Id"
 async def request_context(request: web.Request, handler: Handler) -> web.StreamResponse:
     given = request.headers.get(HEADER, "")
     request_id = given if ID_RE.fullmatch(given) else new_hex()
-    structlog.contextvars.clear_contextvars()
-    structlog.contextvars.bind_contextvars(request_id=request_id)
+    log_context.start(request_id=request_id)  # the request's task: a context of its own
     try:
         response = await handler(request)
     except web.HTTPException as exc:

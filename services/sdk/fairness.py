@@ -5,9 +5,8 @@ another team's call still finds a free slot."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from types import TracebackType
 
 
 @dataclass(slots=True)
@@ -43,28 +42,17 @@ class TeamSlots:
         t.admitted += 1
         return True
 
-    @contextlib.asynccontextmanager
-    async def slot(self, team: str, timeout: float | None = None) -> AsyncIterator[None]:
-        """Hold one of the team's slots and one of the service's for the body (after `admit`).
-        Raises TimeoutError when none is free within `timeout`: the call leaves without running."""
-        t = self._teams[team]
-        try:
-            if t.slots.locked() or self._total.locked():
-                async with asyncio.timeout(timeout):
-                    await self._take(t)
-            else:
-                await self._take(t)  # both free: taken without waiting, no timer to arm
-            t.active += 1
-            try:
-                yield
-            finally:
-                t.active -= 1
-                self._total.release()
-                t.slots.release()
-        finally:
-            t.admitted -= 1
-            if t.admitted == 0:
-                del self._teams[team]
+    def slot(self, team: str, timeout: float | None = None) -> _Slot:
+        """`async with slots.slot(team)`: holds one of the team's slots and one of the service's
+        for the body (after `admit`). Raises TimeoutError when none is free within `timeout`: the
+        call leaves without running. (A class rather than an async generator: entered on every
+        call, it costs about half as much.)"""
+        return _Slot(self, team, timeout)
+
+    def _leave(self, team: str, t: _Team) -> None:
+        t.admitted -= 1
+        if t.admitted == 0:
+            del self._teams[team]
 
     async def _take(self, t: _Team) -> None:
         await t.slots.acquire()
@@ -81,3 +69,37 @@ class TeamSlots:
     @property
     def teams(self) -> int:
         return len(self._teams)
+
+
+class _Slot:
+    __slots__ = ("_owner", "_team", "_timeout", "_t")
+
+    def __init__(self, owner: TeamSlots, team: str, timeout: float | None) -> None:
+        self._owner, self._team, self._timeout = owner, team, timeout
+        self._t: _Team | None = None
+
+    async def __aenter__(self) -> None:
+        owner = self._owner
+        t = owner._teams[self._team]
+        try:
+            if t.slots.locked() or owner._total.locked():
+                async with asyncio.timeout(self._timeout):
+                    await owner._take(t)
+            else:
+                await owner._take(t)  # both free: taken without waiting, no timer to arm
+        except BaseException:
+            owner._leave(self._team, t)
+            raise
+        t.active += 1
+        self._t = t
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        t, self._t = self._t, None
+        if t is None:
+            return
+        owner = self._owner
+        t.active -= 1
+        owner._total.release()
+        t.slots.release()
+        owner._leave(self._team, t)
