@@ -29,7 +29,7 @@ test: install-dev
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: install-dev
-	for b in pipeline floor parts stages publish replicas visibility limits pdp lifecycle inputs hardening attack mcp_vs_native \
+	for b in pipeline floor parts stages publish journal_write service_sdk replicas visibility limits pdp lifecycle inputs hardening attack mcp_vs_native \
 	         plugins turns critical search tools_b tools_c tools_web console; do $(BIN)/python bench/$$b.py || exit 1; done
 
 clean:
