@@ -28,6 +28,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.procs import Sampler  # noqa: E402
 from proxy.db import migrate  # noqa: E402
 from proxy.embedded.postgres import EmbeddedPostgres  # noqa: E402
 from proxy.embedded.ports import free_port  # noqa: E402
@@ -96,18 +97,6 @@ def batched(items: list[bytes], size: int) -> list[list[bytes]]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-async def backend_cpu(conn: asyncpg.Connection) -> Any:
-    pid = await conn.fetchval("SELECT pg_backend_pid()")
-    tick = os.sysconf("SC_CLK_TCK")
-
-    def read() -> float:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / tick
-
-    return read
-
-
 async def main(n: int) -> None:
     root = Path(tempfile.mkdtemp(prefix="bench-journal-write-"))
     pg = EmbeddedPostgres(root / "postgres", free_port())
@@ -118,7 +107,7 @@ async def main(n: int) -> None:
         await migrate(pg.url())
         now = datetime.now(timezone.utc)
         conn = await asyncpg.connect(pg.url())
-        cpu = await backend_cpu(conn)
+        backend = Sampler({"backend": await conn.fetchval("SELECT pg_backend_pid()")})
         sizes = (1, 32, 200)
         print(f"\nmachine: {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}; "
               f"embedded Postgres on loopback; {n} entries per row, each a fresh call\n")
@@ -128,14 +117,16 @@ async def main(n: int) -> None:
 
         async def measure(label: str, batches: list[list[bytes]], query: str | None) -> None:
             count = sum(len(b) for b in batches)
-            c0, t0 = cpu(), time.perf_counter()
+            backend.mark()
+            t0 = time.perf_counter()
             for b in batches:
                 if query is None:
                     await write_raw(conn, b)
                 else:
                     await conn.fetchval(query, (b"[" + b",".join(b) + b"]").decode())
             wall = time.perf_counter() - t0
-            print(f"{label:<58} {1e6 * (cpu() - c0) / count:>9.1f} us {1e6 * wall / count:>7.1f} us")
+            cpu = backend.since_mark()["backend"]
+            print(f"{label:<58} {1e6 * cpu / count:>9.1f} us {1e6 * wall / count:>7.1f} us")
 
         readers = (("the JSON read as text only", "SELECT length($1::text)"),
                    ("read as json (checked only)", "SELECT json_array_length($1::text::json)"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import platform
 import resource
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import nats
-from nats.js.api import RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import RetentionPolicy, StorageType
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -35,7 +36,7 @@ from bench.procs import Sampler  # noqa: E402
 from proxy.embedded.nats import EmbeddedNats  # noqa: E402
 from proxy.embedded.ports import free_port  # noqa: E402
 from proxy.ids import new_hex  # noqa: E402
-from proxy.journal import call_subject, ensure_stream  # noqa: E402
+from proxy.journal import call_subject, ensure_stream, stream_config  # noqa: E402
 
 def own_cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
@@ -62,8 +63,8 @@ async def measure(label: str, n: int, in_flight: int, per_message: int, server: 
           f"publisher {own_us:6.1f} us, NATS server {server_us:6.1f} us, both {own_us + server_us:6.1f} us")
 
 
-# Streams like the journal's (ensure_stream), each changed in one respect: (subjects, storage,
-# retention, per-call subjects, Nats-Msg-Id).
+# The journal's stream (proxy.journal.stream_config), each variant changed in one respect:
+# (storage, retention, a subject per call, Nats-Msg-Id).
 _VARIANTS = {
     "as the journal's stream": (StorageType.FILE, RetentionPolicy.WORK_QUEUE, True, True),
     "without Nats-Msg-Id (no duplicate check)": (StorageType.FILE, RetentionPolicy.WORK_QUEUE, True, False),
@@ -77,9 +78,8 @@ async def variants(js: Any, n: int, server: Sampler, entry: bytes) -> None:
     print("\nthe same publish into streams configured otherwise:")
     for i, (label, (storage, retention, per_call, msg_id)) in enumerate(_VARIANTS.items()):
         name, prefix = f"BENCH_VARIANT_{i}", f"bench.variant{i}"
-        await js.add_stream(StreamConfig(name=name, subjects=[f"{prefix}.>"], retention=retention,
-                                         storage=storage, max_age=7 * 24 * 3600,
-                                         duplicate_window=120, allow_direct=True))
+        await js.add_stream(dataclasses.replace(stream_config(), name=name, subjects=[f"{prefix}.>"],
+                                                storage=storage, retention=retention))
 
         async def publish(prefix: str = prefix, per_call: bool = per_call, msg_id: bool = msg_id) -> None:
             key = new_hex()

@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 from bench.procs import Sampler  # noqa: E402
 from proxy.embedded.nats import EmbeddedNats  # noqa: E402
 from proxy.embedded.ports import free_port  # noqa: E402
+from proxy.forward import CallMeta, headers_for  # noqa: E402
 from proxy.ids import new_id  # noqa: E402
-from services.sdk import protocol as p  # noqa: E402
 
 SUBJECT = "bench.sdk.math"
 
@@ -64,10 +64,10 @@ uvloop.run(main())
 
 
 def headers(deadline_s: float) -> dict[str, str]:
-    """The headers the proxy sends with every call (proxy.forward.headers_for)."""
-    return {p.H_CALL_ID: new_id(), p.H_DECISION_ID: new_id(), p.H_TEAM_ID: "bench",
-            p.H_AGENT_ID: "bench-agent", p.H_RUN_ID: "run-1",
-            p.H_DEADLINE: str(int((time.time() + deadline_s) * 1000))}
+    """The headers the proxy sends with every call, for a new call."""
+    meta = CallMeta(call_id=new_id(), decision_id=new_id(), team_id="bench", agent_id="bench-agent",
+                    run_id="run-1", confidential=False)
+    return headers_for(meta, time.time() + deadline_s)
 
 
 async def measure(url: str, kind: str, requests: int) -> tuple[float, float]:

@@ -146,8 +146,8 @@ async def write_entries(conn: asyncpg.Connection, entries: list[Entry]) -> int:
     return await write_docs(conn, [entry_doc(e) for e in entries])
 
 
-async def ensure_stream(js: JetStreamContext) -> None:
-    config = StreamConfig(
+def stream_config() -> StreamConfig:
+    return StreamConfig(
         name=STREAM,
         subjects=[f"{SUBJECT_PREFIX}.>"],
         retention=RetentionPolicy.WORK_QUEUE,
@@ -156,6 +156,10 @@ async def ensure_stream(js: JetStreamContext) -> None:
         duplicate_window=120,
         allow_direct=True,  # a call's latest record, read by subject from any replica
     )
+
+
+async def ensure_stream(js: JetStreamContext) -> None:
+    config = stream_config()
     try:
         info = await js.stream_info(STREAM)
     except NotFoundError:
