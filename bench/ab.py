@@ -3,7 +3,9 @@ worktree of `--base` beside this checkout), and short wrk runs alternate between
 bare aiohttp handler, round after round (the order flips every round): each round's figures
 are compared within the round, seconds apart, so that a shared VM's drift (its speed moves by
 a third within minutes) cancels out of the difference. `math` with the seed's envelope and a
-new expression per call, as bench/pipeline.py. Run by hand: `python bench/ab.py --base HEAD~3`.
+new expression per call, as bench/pipeline.py. Run by hand: `python bench/ab.py --base HEAD~3`;
+`--env NAME=VALUE` sets a variable for this tree's proxy, services and plugin host alone
+(`--base HEAD --env TOOLPROXY_DB_POOL_MAX=4`: the setting's effect, the code the same).
 
 Printed, per connection count: each tree's added p50 and throughput ÷ bare (median of the
 rounds, lowest–highest), and the paired difference (this tree − base: p50, and rps ratio).
@@ -51,14 +53,15 @@ def summary(label: str, runs: list[Wrk], bares: list[Wrk]) -> str:
             f"   p99 {statistics.median(r.p99_ms for r in runs):.2f} ms")
 
 
-async def main(base_rev: str, rounds: int, seconds: float, conns: list[int]) -> None:
+async def main(base_rev: str, rounds: int, seconds: float, conns: list[int],
+               env: dict[str, str]) -> None:
     require_wrk()
     base_tree = worktree(base_rev)
     # The stacks' processes run `python -m proxy...` from the current directory: run them
     # from one outside both trees, so that PYTHONPATH alone says which tree a stack runs.
     os.chdir(tempfile.gettempdir())
     labels = ("base", "this")
-    stacks = [bench_stack(2, PYTHONPATH=str(base_tree)), bench_stack(2, PYTHONPATH=str(ROOT))]
+    stacks = [bench_stack(2, PYTHONPATH=str(base_tree)), bench_stack(2, PYTHONPATH=str(ROOT), **env)]
     try:
         for s in stacks:
             await s.start()
@@ -78,7 +81,8 @@ async def main(base_rev: str, rounds: int, seconds: float, conns: list[int]) -> 
         for s in stacks:
             remove(s)
         drop_worktree(base_tree)
-    print(f"\nbase {base_rev} against this tree; {rounds} rounds of {seconds:.0f} s runs, alternating\n")
+    extra = "".join(f", {k}={v}" for k, v in env.items())
+    print(f"\nbase {base_rev} against this tree{extra}; {rounds} rounds of {seconds:.0f} s runs, alternating\n")
     for c in conns:
         r = runs[c]
         print(f"c={c}")
@@ -97,5 +101,11 @@ if __name__ == "__main__":
     ap.add_argument("--rounds", type=int, default=12)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--conns", type=int, nargs="+", default=[1, 32])
+    ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                    help="set for this tree's proxy, services and plugin host only (not its "
+                    "Postgres or NATS): with --base HEAD and no changes, a setting's effect alone")
     a = ap.parse_args()
-    asyncio.run(main(a.base, a.rounds, a.seconds, a.conns))
+    if any("=" not in e for e in a.env):
+        ap.error("--env takes NAME=VALUE")
+    env = dict(e.split("=", 1) for e in a.env)
+    asyncio.run(main(a.base, a.rounds, a.seconds, a.conns, env))
