@@ -108,4 +108,6 @@ if __name__ == "__main__":
     if any("=" not in e for e in a.env):
         ap.error("--env takes NAME=VALUE")
     env = dict(e.split("=", 1) for e in a.env)
+    if "PYTHONPATH" in env:
+        ap.error("--env cannot set PYTHONPATH: it is what says which tree a stack runs")
     asyncio.run(main(a.base, a.rounds, a.seconds, a.conns, env))
