@@ -79,11 +79,12 @@ def decision_record(
     phase: str,
     latency_s: float,
     call_id: str | None,
+    at: datetime | None = None,
 ) -> DecisionRecord:
     confidential = bool(doc and doc.get("context", {}).get("confidential"))
     return DecisionRecord(
         decision_id=decision.decision_id or str(uuid.uuid4()),
-        time=datetime.now(timezone.utc),
+        time=at or datetime.now(timezone.utc),
         policy_revision=decision.policy_revision,
         engine=decision.engine,
         team_id=team_id,

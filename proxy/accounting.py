@@ -54,7 +54,7 @@ def usage_record(call: Call, decision: Decision, e: Ending, elapsed_s: float,
 
 def call_record(call: Call, e: Ending, body: dict[str, Any], *, owner: str, elapsed_s: float,
                 finished: datetime) -> CallRecord:
-    digest, size = args_digest(call.args)
+    digest, size = call.args_digest or args_digest(call.args)
     return CallRecord(
         call_id=call.call_id, team_id=call.identity.team_id, agent_id=call.identity.agent_id,
         agent_run_id=call.agent_run_id, tool=call.manifest.tool_id, status=e.status, owner=owner,

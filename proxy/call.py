@@ -69,6 +69,11 @@ class Call:
     forwarded_at: datetime | None = None  # when it was handed to its tool
     events: list[EventRecord] = field(default_factory=list)  # emitted so far
     turn_id: str | None = None  # the agent turn that made this call, if any
+    # Its agent.tool.requested event's time, until the event is built (Pipeline._requested).
+    requested_at: datetime | None = None
+    # Worked out while its tool runs (they do not depend on the reply), else when needed.
+    args_digest: tuple[str, int] | None = None  # (sha256, size) of the canonical args
+    result_id: str | None = None
 
     @property
     def context(self) -> dict[str, Any]:

@@ -61,14 +61,15 @@ class EventRecord:
 
 def event(team_id: str, type_: str, *, run_id: str | None = None, call_id: str | None = None,
           refs: dict[str, Any] | None = None, payload: dict[str, Any] | None = None,
-          turn_id: str | None = None) -> EventRecord:
-    """An event with its payload bounded (a too-large payload is replaced by its size)."""
+          turn_id: str | None = None, at: datetime | None = None) -> EventRecord:
+    """An event with its payload bounded (a too-large payload is replaced by its size), at
+    `at` (now, if not given)."""
     assert type_ in TYPES, type_
     body = payload or {}
     encoded = orjson.dumps(body)
     if len(encoded) > MAX_PAYLOAD_BYTES:
         body = {"truncated": True, "bytes": len(encoded)}
-    return EventRecord(event_id=new_id(), time=datetime.now(timezone.utc), team_id=team_id,
+    return EventRecord(event_id=new_id(), time=at or datetime.now(timezone.utc), team_id=team_id,
                        type=type_, run_id=run_id, call_id=call_id, turn_id=turn_id,
                        refs=refs or {}, payload=body)
 

@@ -13,7 +13,7 @@ from nats.errors import ConnectionClosedError, NoRespondersError, TimeoutError a
 from pydantic import ValidationError
 
 from proxy.errors import DependencyUnavailable, ToolTimeout, ToolUnavailable
-from proxy.inbox import Inbox
+from proxy.inbox import Inbox, Meanwhile
 from proxy.metrics import Metrics
 from services.sdk import protocol as p
 from services.sdk.manifest import ToolManifest
@@ -80,11 +80,13 @@ async def forward(
     metrics: Metrics,
     subject: str | None = None,
     interrupt: asyncio.Future[Any] | None = None,
+    meanwhile: Meanwhile | None = None,
 ) -> tuple[p.ToolReply, list[str]]:
     """Request/reply on tools.<name>.invoke (or `subject`) within the deadline: (reply, diagnostics).
 
     Raises ToolUnavailable (no responders), DependencyUnavailable (disconnected), ToolTimeout,
     BadToolReply, or proxy.inbox.Interrupted once `interrupt` is done (nobody waits any more).
+    `meanwhile` runs while the service works (see proxy.inbox); the caller finishes it.
     """
     payload = orjson.dumps(
         {
@@ -107,6 +109,7 @@ async def forward(
             timeout_s=timeout_s,
             headers=headers_for(meta, time.time() + timeout_s),
             interrupt=interrupt,
+            meanwhile=meanwhile,
         )
     except NoRespondersError:
         metrics.nats_errors.labels(kind="no_responders").inc()

@@ -8,12 +8,19 @@ scheduling rounds per call), and `request` itself waits through `asyncio.wait_fo
 request's future is the only thing awaited: its reply, its timer and its interrupt each try
 to settle it, and the first one wins. Measured on a loopback server, requester and responder
 in one process: 240-330 us CPU per request (a task, asyncio.wait and nats-py's request)
-against 178-224 us."""
+against 178-224 us.
+
+A request can carry work that does not shape it (`Meanwhile`): records and counters its caller
+would otherwise build before sending. It runs once the message is handed to the connection,
+while the reply is on its way, so that at one connection it costs no latency (measured: 100 us
+of work before the publish added 0.14 ms to the p50 of a call; the same work run meanwhile,
+nothing)."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 from nats.aio.client import Client as NATS
@@ -29,6 +36,36 @@ _NO_RESPONDERS = "503"
 
 class Interrupted(Exception):
     """The request's interrupt came first: nobody waits for the reply any more."""
+
+
+class Meanwhile:
+    """Work to do while a request's reply is on its way, exactly once: the inbox schedules it
+    after the publish (nats-py's flusher was woken first, so the message is written before
+    it runs); its caller calls `finish` once it needs the work done, whichever way the
+    request ended (a failed publish never scheduled it). What it raised is raised by
+    `finish`."""
+
+    __slots__ = ("_work", "_ran", "_error")
+
+    def __init__(self, work: Callable[[], None]) -> None:
+        self._work = work
+        self._ran = False
+        self._error: BaseException | None = None
+
+    def __call__(self) -> None:
+        if self._ran:
+            return
+        self._ran = True
+        try:
+            self._work()
+        except Exception as exc:  # raised by finish(), in its caller's task
+            self._error = exc
+
+    def finish(self) -> None:
+        self()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
 
 
 class Inbox:
@@ -74,10 +111,12 @@ class Inbox:
 
     async def request(self, subject: str, payload: bytes, *, timeout_s: float,
                       headers: dict[str, str] | None = None,
-                      interrupt: asyncio.Future[Any] | None = None) -> Msg:
+                      interrupt: asyncio.Future[Any] | None = None,
+                      meanwhile: Meanwhile | None = None) -> Msg:
         """The reply. Raises nats-py's NoRespondersError and TimeoutError (and whatever its
         publish raises: ConnectionClosedError...), or Interrupted once `interrupt` has a result
-        (a cancelled `interrupt` only means that nobody watches for one any more)."""
+        (a cancelled `interrupt` only means that nobody watches for one any more).
+        `meanwhile` runs once the message is sent (the caller finishes it)."""
         if self._sub is None:
             await self.start()
         if interrupt is not None and interrupt.done() and not interrupt.cancelled():
@@ -95,6 +134,8 @@ class Inbox:
             interrupt.add_done_callback(stop)
         try:
             await self._nc.publish(subject, payload, reply=self._prefix + token, headers=headers)
+            if meanwhile is not None:
+                loop.call_soon(meanwhile)
             msg = await reply
         finally:
             timer.cancel()

@@ -11,7 +11,7 @@ import orjson
 from nats.errors import NoRespondersError
 from nats.js.errors import APIError, KeyNotFoundError, NoStreamResponseError, ServiceUnavailableError
 
-from proxy.inbox import Inbox
+from proxy.inbox import Inbox, Meanwhile
 
 _STREAM_NOT_FOUND = 10059
 _CONSUMER_NOT_FOUND = 10014
@@ -28,15 +28,16 @@ def asset_missing(exc: BaseException) -> bool:
 
 
 async def store(inbox: Inbox, subject: str, data: bytes, *, msg_id: str,
-                timeout_s: float) -> dict[str, Any]:
+                timeout_s: float, meanwhile: Meanwhile | None = None) -> dict[str, Any]:
     """A message stored by the stream that takes its subject, as nats-py's JetStream publish
     does it, without its costs per call (its request machinery, the standard library's JSON,
     the acknowledgement's dataclass): the stream's acknowledgement, as it answered it. Raises
     what nats-py's would: NoStreamResponseError (no stream takes the subject), APIError (the
-    stream refused it), nats-py's TimeoutError."""
+    stream refused it), nats-py's TimeoutError. `meanwhile` runs while the stream stores it
+    (see proxy.inbox; the caller finishes it)."""
     try:
         msg = await inbox.request(subject, data, timeout_s=timeout_s,
-                                  headers={"Nats-Msg-Id": msg_id})
+                                  headers={"Nats-Msg-Id": msg_id}, meanwhile=meanwhile)
     except NoRespondersError:
         raise NoStreamResponseError from None
     ack: dict[str, Any] = orjson.loads(msg.data)

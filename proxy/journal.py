@@ -34,7 +34,7 @@ from pydantic import TypeAdapter, ValidationError
 from pdp.decision_log import DecisionRecord, decisions_ctes
 from proxy.calls import CallRecord, calls_ctes, fold_docs
 from proxy.events import EVENTS_NOTIFY, EventRecord, events_ctes
-from proxy.inbox import Inbox
+from proxy.inbox import Inbox, Meanwhile
 from proxy.jetstream import Ensure, asset_missing, store
 from proxy.metrics import Metrics
 from proxy.usage import UsageRecord, usage_ctes
@@ -259,13 +259,15 @@ class Journal:
         call: CallRecord | None = None,
         events: list[EventRecord] | None = None,
         key: str | None = None,
+        meanwhile: Meanwhile | None = None,
     ) -> None:
         """Durable before return: JetStream ack, else a direct Postgres write, else kept in
         memory and retried (logged loudly: only a crash in that state could lose it). Also
         when the caller is cancelled meanwhile (its client went away, or the proxy is
         stopping): the entry is then made durable in a task of its own before the
         cancellation goes on. Doing it twice is harmless: the stream drops a second message
-        with the same id, and Postgres keeps one row per record."""
+        with the same id, and Postgres keeps one row per record. `meanwhile` runs while the
+        stream stores the entry, if it is published (the caller finishes it)."""
         decisions = decisions or []
         events = events or []
         if usage is None and call is None and not decisions and not events:
@@ -274,13 +276,13 @@ class Journal:
                       decisions[0].decision_id if decisions else events[0].event_id)
         entry = Entry(usage=usage, call=call, decisions=decisions, events=events, key=key)
         try:
-            await self._make_durable(entry)
+            await self._make_durable(entry, meanwhile)
         except asyncio.CancelledError:
             await asyncio.shield(self._make_durable(entry))
             raise
 
-    async def _make_durable(self, entry: Entry) -> None:
-        if self._nc.is_connected and await self._publish(entry):
+    async def _make_durable(self, entry: Entry, meanwhile: Meanwhile | None = None) -> None:
+        if self._nc.is_connected and await self._publish(entry, meanwhile):
             return
         doc = entry_doc(entry)
         try:
@@ -290,12 +292,13 @@ class Journal:
             log.error("journal_entry_deferred", key=entry.key, error=str(exc))
             self._fallback.append(doc)
 
-    async def _publish(self, entry: Entry) -> bool:
+    async def _publish(self, entry: Entry, meanwhile: Meanwhile | None = None) -> bool:
         data = dumps(entry)
         for attempt in (1, 2):
             try:
                 await store(self._inbox, entry.subject, data, msg_id=entry.key,
-                            timeout_s=self._publish_timeout_s)
+                            timeout_s=self._publish_timeout_s,
+                            meanwhile=meanwhile if attempt == 1 else None)
                 return True
             except Exception as exc:
                 self._metrics.nats_errors.labels(kind="journal_publish").inc()

@@ -6,6 +6,7 @@ import asyncio
 import math
 import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -52,7 +53,7 @@ from proxy.forward import BadToolReply, CallMeta, cancel, forward
 from proxy.ids import new_id
 from proxy.idempotency import IdempotencyStore, intent_hash
 from proxy.identity import Identity
-from proxy.inbox import Inbox, Interrupted
+from proxy.inbox import Inbox, Interrupted, Meanwhile
 from proxy.inflight import InFlight
 from proxy.journal import Entry, Journal
 from proxy.limits.limiter import Admission, Limiter, LimitsUnavailable
@@ -271,10 +272,7 @@ class Pipeline:
 
     async def _run(self, call: Call) -> tuple[Outcome, Ending | None]:
         if not call.resumed:
-            payload = {"tool": call.manifest.tool_id, **self._args_view(call)}
-            if call.parent_call_id is not None:
-                payload["parent_call_id"] = call.parent_call_id
-            self._emit(call, "agent.tool.requested", payload=payload)
+            call.requested_at = datetime.now(timezone.utc)  # its event: see _requested
         if self.standing is not None and call.approval is None and call.manifest.requires_approval:
             call.approval = await self.standing.claim(  # a standing approval, counted; else None
                 team_id=call.identity.team_id, agent_id=call.identity.agent_id,
@@ -292,39 +290,45 @@ class Pipeline:
                 approval=call.approval,
             )
         self.metrics.child(self.metrics.pdp_duration, decision.engine, "call").observe(seconds)
-        record = decision_record(
-            decision, doc, team_id=call.identity.team_id, agent_id=call.identity.agent_id,
-            roles=call.identity.roles, tool=call.manifest.tool_id, phase="call",
-            latency_s=seconds, call_id=call.call_id,
-        )
+        decided_at = datetime.now(timezone.utc)
+
+        def make_record() -> DecisionRecord:
+            # Built when needed: an executed call builds it while its tool runs.
+            return decision_record(
+                decision, doc, team_id=call.identity.team_id, agent_id=call.identity.agent_id,
+                roles=call.identity.roles, tool=call.manifest.tool_id, phase="call",
+                latency_s=seconds, call_id=call.call_id, at=decided_at,
+            )
+
         if decision.error_code is not None:
             self.metrics.pdp_errors.labels(code=decision.error_code).inc()
             self.metrics.child(self.metrics.pdp_decisions, "call", "error").inc()
             ending = Ending(503, "UNAVAILABLE", decision.error_code,
                             "the policy decision point could not decide; nothing was executed",
                             reasons=decision.reasons)
-            return await self._end(call, decision, ending, record), ending
+            return await self._end(call, decision, ending, make_record()), ending
         self.metrics.child(self.metrics.pdp_decisions, "call",
                            "allow" if decision.allow else "deny").inc()
         if not decision.allow:
             ending = Ending(403, "DENIED", "denied", "policy denied this call", reasons=decision.reasons)
-            return await self._end(call, decision, ending, record), ending
+            return await self._end(call, decision, ending, make_record()), ending
         if decision.require_approval:
             if call.parent_call_id is not None:
                 # A plugin's internal call cannot wait for a governance decision: it runs under
                 # its plugin call's approval (inherited) or not at all.
                 ending = Ending(403, "DENIED", "denied", "an internal call of a plugin needs the "
                                 "approval of the plugin's own call", reasons=decision.reasons)
-                return await self._end(call, decision, ending, record), ending
+                return await self._end(call, decision, ending, make_record()), ending
             if call.approval is not None:  # a resumed call must not need approval twice
                 ending = Ending(403, "DENIED", "denied", "the approval does not cover this call",
                                 reasons=decision.reasons)
-                return await self._end(call, decision, ending, record), ending
-            return await self._hold_for_approval(call, decision, record)
-        return await self._execute(call, decision, record)
+                return await self._end(call, decision, ending, make_record()), ending
+            return await self._hold_for_approval(call, decision, make_record())
+        return await self._execute(call, decision, make_record)
 
     async def _hold_for_approval(self, call: Call, decision: Decision,
                                  record: DecisionRecord) -> tuple[Outcome, Ending | None]:
+        self._requested(call)
         preview, refused = await prepare_held(self.inbox, call, self.metrics)
         if refused is not None:
             return await self._end(call, decision, refused, record), refused
@@ -426,19 +430,19 @@ class Pipeline:
     # --- execution ------------------------------------------------------------------------
 
     async def _execute(self, call: Call, decision: Decision,
-                       record: DecisionRecord) -> tuple[Outcome, Ending]:
+                       make_record: Callable[[], DecisionRecord]) -> tuple[Outcome, Ending]:
         m = call.manifest
         timeout_ms = min(decision.obligations.timeout_ms or m.deadline_ms, m.deadline_ms)
         if call.deadline is not None:  # an internal call lives within its plugin call's deadline
             left_ms = int((call.deadline - time.time()) * 1000)
             if left_ms <= 0:
                 ending = Ending(504, "FAILED", "timeout", "the plugin call's deadline has passed")
-                return await self._end(call, decision, ending, record), ending
+                return await self._end(call, decision, ending, make_record()), ending
             timeout_ms = min(timeout_ms, left_ms)
         with tracing.span("admit"):
             refused = await self._admit(call, decision)
         if refused is not None:
-            return await self._end(call, decision, refused, record), refused
+            return await self._end(call, decision, refused, make_record()), refused
         meta = CallMeta(
             call_id=call.call_id, decision_id=call.decision_id, team_id=call.identity.team_id,
             agent_id=call.identity.agent_id, run_id=call.agent_run_id, confidential=call.confidential,
@@ -446,18 +450,28 @@ class Pipeline:
             replica=self.inflight.instance_id if m.plugin else None, turn_id=call.turn_id,
         )
         started = call.forwarded_at = datetime.now(timezone.utc)
-        self._emit(call, "agent.tool.started", payload={"tool": m.tool_id, "timeout_ms": timeout_ms})
-        note = self._start_note(call, started, started + timedelta(milliseconds=timeout_ms))
         cancel_requested = self.inflight.watch(call.call_id, call.identity.team_id)
         if m.plugin:
             self.plugin_calls.add(call, time.time() + timeout_ms / 1000.0)
+        record: DecisionRecord | None = None
+        note: asyncio.TimerHandle | None = None
+
+        def while_forwarding() -> None:
+            # What the request to the tool does not need, done while the tool works (at one
+            # connection it then adds no latency; see proxy.inbox.Meanwhile).
+            nonlocal record, note
+            self._requested(call)
+            record = make_record()
+            self._emit(call, "agent.tool.started", at=started,
+                       payload={"tool": m.tool_id, "timeout_ms": timeout_ms})
+            note = self._start_note(call, started, started + timedelta(milliseconds=timeout_ms))
+            call.args_digest = args_digest(call.args)
+            call.result_id = result_id_for(call.call_id)
+
+        later = Meanwhile(while_forwarding)
         try:
             try:
-                with tracing.span("forward"):
-                    reply, notes = await forward(
-                        self.inbox, m, call.args, meta, timeout_s=timeout_ms / 1000.0,
-                        max_reply_bytes=self.settings.max_artifact_bytes, metrics=self.metrics,
-                        interrupt=cancel_requested)
+                reply, notes = await self._forward(call, meta, timeout_ms, cancel_requested, later)
             except Interrupted:
                 # Cancelled through the API (from any replica) before the reply came: stop the
                 # tool; the caller, still connected, gets 200 CANCELLED.
@@ -472,6 +486,7 @@ class Pipeline:
             # The client went away (or the proxy is stopping): stop the tool, and record the
             # call as CANCELLED (499: nobody received a response) before giving up.
             ending = Ending(499, "CANCELLED", "cancelled", "the client disconnected", executed=True)
+            assert record is not None
             await asyncio.shield(self._cancelled(call, decision, ending, record, meta))
             raise
         finally:
@@ -479,7 +494,21 @@ class Pipeline:
             self.plugin_calls.remove(call.call_id)
             if note is not None:
                 note.cancel()
+        assert record is not None
         return await self._end(call, decision, ending, record), ending
+
+    async def _forward(self, call: Call, meta: CallMeta, timeout_ms: int,
+                       interrupt: asyncio.Future[Any], later: Meanwhile) -> tuple[ToolReply, list[str]]:
+        """The tool's reply (or what `forward` raises); `later` is done by the time it returns
+        or raises."""
+        try:
+            with tracing.span("forward"):
+                return await forward(
+                    self.inbox, call.manifest, call.args, meta, timeout_s=timeout_ms / 1000.0,
+                    max_reply_bytes=self.settings.max_artifact_bytes, metrics=self.metrics,
+                    interrupt=interrupt, meanwhile=later)
+        finally:
+            later.finish()
 
     def _forward_failed(self, call: Call, exc: Exception) -> Ending:
         """The ending of a call whose tool gave no reply to use."""
@@ -506,7 +535,8 @@ class Pipeline:
             self.budgets.settle(call.identity.team_id, call.agent_run_id or "", reply.tokens_used, cost)
         refs = {"object_refs": reply.object_refs, "artifacts": list(reply.artifacts),
                 "observations": reply.observations, "provenance_refs": reply.provenance_refs}
-        e = Ending(200, "FAILED", executed=True, result_id=result_id_for(call.call_id), tokens=reply.tokens_used,
+        e = Ending(200, "FAILED", executed=True, result_id=call.result_id or result_id_for(call.call_id),
+                   tokens=reply.tokens_used,
                    compute=reply.compute_units, cost=cost, diagnostics=list(notes), refs=refs)
         if not reply.ok:
             assert reply.error is not None
@@ -559,6 +589,7 @@ class Pipeline:
     async def _end(self, call: Call, decision: Decision, e: Ending,
                    record: DecisionRecord | None) -> Outcome:
         """Render the ending; make its usage, row, decision and events durable; count it."""
+        self._requested(call)
         # Tokens still held: the call ended without a tool reply. Executed (a timeout, a
         # cancel), the estimate stays charged; never run, it is given back.
         if call.tokens_held is not None:
@@ -568,12 +599,6 @@ class Pipeline:
             self.standing.refund(call.approval)  # a standing approval's call that never ran
         elapsed = time.perf_counter() - call.t0
         finished = datetime.now(timezone.utc)
-        m = call.manifest
-        self.metrics.child(self.metrics.requests, m.tool_id, m.category, e.status).inc()
-        if e.code is not None:
-            self.metrics.child(self.metrics.errors, e.code).inc()
-        self.metrics.child(self.metrics.request_duration, m.tool_id, m.category,
-                           e.status).observe(elapsed)
         call.events.append(terminal_event(call, e, elapsed))
         # An approved call refused for now on its resume (429, 503: nothing ran) is not over:
         # its approval still stands, so it gets no ending row and no usage row yet — only its
@@ -582,16 +607,30 @@ class Pipeline:
         usage = usage_record(call, decision, e, elapsed, finished) if over else None
         row = call_record(call, e, body, owner=self.inflight.instance_id, elapsed_s=elapsed,
                           finished=finished) if over else None
-        # A cancelled request (shutdown) still leaves its records behind: Journal.record sees
-        # to that.
-        if self._journal_on:
-            with tracing.span("record"):
-                await self.journal.record(
-                    usage=usage, call=row, decisions=[record] if record is not None else [],
-                    events=call.events)
-        log.info("call_finished", status=e.status, code=e.code, http_status=e.http_status,
-                 latency_ms=round(elapsed * 1000.0, 3), policy_revision=decision.policy_revision,
-                 reasons=decision.reasons)
+        m = call.manifest
+
+        def counted() -> None:
+            # Not part of the records: done while the stream stores them (proxy.inbox.Meanwhile).
+            self.metrics.child(self.metrics.requests, m.tool_id, m.category, e.status).inc()
+            if e.code is not None:
+                self.metrics.child(self.metrics.errors, e.code).inc()
+            self.metrics.child(self.metrics.request_duration, m.tool_id, m.category,
+                               e.status).observe(elapsed)
+            log.info("call_finished", status=e.status, code=e.code, http_status=e.http_status,
+                     latency_ms=round(elapsed * 1000.0, 3),
+                     policy_revision=decision.policy_revision, reasons=decision.reasons)
+
+        later = Meanwhile(counted)
+        try:
+            # A cancelled request (shutdown) still leaves its records behind: Journal.record
+            # sees to that.
+            if self._journal_on:
+                with tracing.span("record"):
+                    await self.journal.record(
+                        usage=usage, call=row, decisions=[record] if record is not None else [],
+                        events=call.events, meanwhile=later)
+        finally:
+            later.finish()
         headers = {}
         if e.retry_after is not None:
             # Whole seconds, rounded up: a client waiting this long is admitted.
@@ -641,11 +680,25 @@ class Pipeline:
         entry = Entry(call=row, events=list(call.events), key=f"{call.call_id}:start:{call.decision_id}")
         await self.journal.note(entry)
 
+    def _requested(self, call: Call) -> None:
+        """The call's agent.tool.requested event, first among its events, at the time it was
+        asked for: built when first needed (while its tool runs, for a call that is
+        executed) rather than before its decision, since it carries the arguments."""
+        if call.requested_at is None:
+            return
+        at, call.requested_at = call.requested_at, None
+        payload = {"tool": call.manifest.tool_id, **self._args_view(call)}
+        if call.parent_call_id is not None:
+            payload["parent_call_id"] = call.parent_call_id
+        call.events.insert(0, event(call.identity.team_id, "agent.tool.requested",
+                                    run_id=call.agent_run_id, call_id=call.call_id,
+                                    payload=payload, turn_id=call.turn_id, at=at))
+
     def _emit(self, call: Call, type_: str, *, refs: dict[str, Any] | None = None,
-              payload: dict[str, Any] | None = None) -> None:
+              payload: dict[str, Any] | None = None, at: datetime | None = None) -> None:
         call.events.append(event(call.identity.team_id, type_, run_id=call.agent_run_id,
                                  call_id=call.call_id, refs=refs, payload=payload,
-                                 turn_id=call.turn_id))
+                                 turn_id=call.turn_id, at=at))
 
     def _args_view(self, call: Call) -> dict[str, Any]:
         if call.confidential:

@@ -9,7 +9,7 @@ import pytest
 from nats.errors import ConnectionClosedError, NoRespondersError, TimeoutError as NatsTimeout
 
 from proxy.bus import close, connect
-from proxy.inbox import Inbox, Interrupted
+from proxy.inbox import Inbox, Interrupted, Meanwhile
 
 
 @pytest.fixture
@@ -162,3 +162,60 @@ async def test_a_cancelled_interrupt_interrupts_nothing(pair) -> None:  # type: 
     await asyncio.sleep(0.05)
     hold.set()
     assert (await waiting).data == b"re:g"
+
+
+async def test_meanwhile_runs_once_while_the_reply_is_on_its_way(pair) -> None:  # type: ignore[no-untyped-def]
+    """The work runs after the message is sent and before its reply is back (the responder is
+    held), once: finishing it afterwards does nothing more; its error is raised by finish()."""
+    inbox, subject, hold, seen = pair
+    hold.clear()
+    runs: list[tuple[bool, int]] = []
+    waiting: asyncio.Future[object] | None = None
+
+    def work() -> None:
+        assert waiting is not None
+        runs.append((waiting.done(), len(seen)))
+
+    later = Meanwhile(work)
+    waiting = asyncio.ensure_future(inbox.request(subject, b"m", timeout_s=5, meanwhile=later))
+    while b"m" not in seen:
+        await asyncio.sleep(0.01)
+    assert runs == [(False, 0)]  # ran before the responder had even seen it: no waiting on it
+    hold.set()
+    assert (await waiting).data == b"re:m"  # type: ignore[attr-defined]
+    later.finish()
+    assert len(runs) == 1
+
+    def broken() -> None:
+        raise ValueError("a bug in the deferred work")
+
+    failing = Meanwhile(broken)
+    assert (await inbox.request(subject, b"n", timeout_s=5, meanwhile=failing)).data == b"re:n"
+    with pytest.raises(ValueError, match="deferred work"):
+        failing.finish()
+    failing.finish()  # raised once: the caller has it
+
+
+async def test_meanwhile_runs_also_when_the_request_times_out_or_is_never_sent(nats_url: str) -> None:
+    nc = await connect(nats_url, name="inbox-meanwhile")
+    inbox = Inbox(nc)
+    await inbox.start()
+    subject = f"test.inbox.silent.{uuid.uuid4().hex}"
+    silent = await nc.subscribe(subject)  # a responder that never answers
+    await nc.flush()
+    runs: list[str] = []
+    timed_out = Meanwhile(lambda: runs.append("sent"))
+    with pytest.raises(NatsTimeout):
+        await inbox.request(subject, b"x", timeout_s=0.2, meanwhile=timed_out)
+    assert runs == ["sent"]  # scheduled after the publish, done long before the deadline
+    timed_out.finish()
+    assert runs == ["sent"]
+    await silent.unsubscribe()
+    await nc.close()
+    never_sent = Meanwhile(lambda: runs.append("finished by the caller"))
+    with pytest.raises(ConnectionClosedError):
+        await inbox.request(subject, b"y", timeout_s=1, meanwhile=never_sent)
+    await asyncio.sleep(0.01)
+    assert runs == ["sent"]  # a failed publish scheduled nothing
+    never_sent.finish()
+    assert runs == ["sent", "finished by the caller"]

@@ -187,3 +187,18 @@ async def test_a_quota_set_mid_day_counts_the_day_so_far(client, token, team, db
     assert r.status == 201
     await asyncio.sleep(0.3)
     assert [(await invoke(client, tok, "math", {"expr": "1"}))[0] for _ in range(2)] == [200, 429]
+
+
+def test_utc_day_is_the_date_of_any_time_asked_in_any_order() -> None:
+    """utc_day keeps the day last asked for: a time on either side of a midnight, or far
+    back after a later one, still gets its own date."""
+    import random
+    from datetime import datetime, timezone
+
+    from proxy.limits.limiter import utc_day
+
+    midnight = datetime(2026, 12, 3, tzinfo=timezone.utc).timestamp()
+    times = [midnight - 1e-6, midnight, midnight + 86_400 - 1e-6, midnight + 86_400, midnight - 0.5,
+             0.0, 4e9, midnight + 1.0] + [random.uniform(0, 4e9) for _ in range(2_000)]
+    for t in times:
+        assert utc_day(t) == datetime.fromtimestamp(t, timezone.utc).date(), t

@@ -85,7 +85,22 @@ class Limiter(Protocol):
 
 
 def utc_day(now: float) -> date:
-    return datetime.fromtimestamp(now, timezone.utc).date()
+    """The UTC date of an epoch time (the day last asked for is kept: every call asks)."""
+    start, end, day = _last_day
+    if start <= now < end:
+        return day
+    return _remember_day(now)
+
+
+def _remember_day(now: float) -> date:
+    global _last_day
+    day = datetime.fromtimestamp(now, timezone.utc).date()
+    start = datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp()
+    _last_day = (start, start + 86_400.0, day)
+    return day
+
+
+_last_day: tuple[float, float, date] = (0.0, 0.0, date.min)
 
 
 def seconds_to_midnight(now: float) -> float:
