@@ -28,6 +28,8 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
 
+from services.sdk.direct import subscribe_direct
+
 # How the server says that nobody is subscribed to a request's subject (the `Status` header
 # of an empty reply, the client having asked for such replies: nats-py does).
 _STATUS = "Status"
@@ -90,7 +92,7 @@ class Inbox:
         # A new random inbox per process (nuid): no other client's replies land here, and a
         # reconnect subscribes again by itself.
         prefix = self._nc.new_inbox() + "."
-        self._sub = await self._nc.subscribe(prefix + "*", cb=self._on_reply)
+        self._sub = await subscribe_direct(self._nc, prefix + "*", self._on_reply)
         self._prefix = prefix
 
     async def close(self) -> None:
@@ -148,7 +150,8 @@ class Inbox:
             raise NoRespondersError
         return msg
 
-    async def _on_reply(self, msg: Msg) -> None:
+    def _on_reply(self, msg: Msg) -> None:
+        # In nats-py's read loop (services.sdk.direct): a reply settles its future at once.
         reply = self._waiting.pop(msg.subject[len(self._prefix):], None)
         if reply is not None and not reply.done():
             reply.set_result(msg)
@@ -157,3 +160,4 @@ class Inbox:
 def _settle(reply: asyncio.Future[Msg], error: type[Exception]) -> None:
     if not reply.done():
         reply.set_exception(error())
+

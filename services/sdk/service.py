@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from services.sdk import log_context
 from services.sdk import protocol as p
+from services.sdk.direct import subscribe_direct
 from services.sdk.errors import ManifestError, ToolError
 from services.sdk.fairness import TeamSlots
 from services.sdk.manifest import ToolManifest
@@ -169,21 +170,16 @@ class Service:
                 self.cpu_workers, mp_context=multiprocessing.get_context("spawn"),
                 initializer=_watch_parent, initargs=(os.getpid(),))
         for t in self.tools:
-            sub = await nc.subscribe(
-                p.invoke_subject(t.manifest.tool_id),
-                queue=p.queue_group(t.manifest.tool_id),
-                cb=self._dispatcher(t),
-            )
+            sub = await subscribe_direct(nc, p.invoke_subject(t.manifest.tool_id),
+                                         self._dispatcher(t), queue=p.queue_group(t.manifest.tool_id))
             self._subs.append(sub)
             self._subs.append(
                 await nc.subscribe(p.cancel_subject(t.manifest.tool_id), cb=self._on_cancel)
             )
             if t.prepare is not None:
-                self._subs.append(await nc.subscribe(
-                    p.prepare_subject(t.manifest.tool_id),
-                    queue=p.queue_group(t.manifest.tool_id),
-                    cb=self._dispatcher(t, t.prepare),
-                ))
+                self._subs.append(await subscribe_direct(
+                    nc, p.prepare_subject(t.manifest.tool_id), self._dispatcher(t, t.prepare),
+                    queue=p.queue_group(t.manifest.tool_id)))
         self._subs.append(await nc.subscribe(p.DISCOVER_SUBJECT, cb=self._on_discover))
         await nc.flush()
         await self.announce()
@@ -252,27 +248,34 @@ class Service:
             log.info("call_cancelled", call_id=call_id)
             task.cancel()
 
-    def _dispatcher(self, t: ToolDef, handler: Handler | None = None) -> Callable[[Msg], Awaitable[None]]:
-        # nats-py runs one callback at a time per subscription: never wait here (one team's
-        # full share would hold up every team's calls); each admitted message gets its own
-        # task, which waits for a slot of its team.
+    def _dispatcher(self, t: ToolDef, handler: Handler | None = None) -> Callable[[Msg], None]:
+        # Run in nats-py's read loop (services.sdk.direct): never wait here (one team's full
+        # share would hold up every team's calls, and every other message); each admitted
+        # message gets its own task, which waits for a slot of its team.
         run = handler or t.handler
 
-        async def on_msg(msg: Msg) -> None:
+        def dispatch(msg: Msg) -> None:
             assert self._slots is not None and self._nc is not None
             team = (msg.headers or {}).get(p.H_TEAM_ID, "")
             if not self._slots.admit(team):
                 log.info("call_refused_busy", tool=t.manifest.tool_id, team_id=team)
-                with contextlib.suppress(Exception):
-                    await p.respond(self._nc, msg, orjson.dumps(_error(
-                        p.BUSY, f"{t.manifest.tool_id} is serving this team's share of calls; "
-                        "retry shortly")))
+                self._spawn(self._refuse_busy(t, msg))
                 return
-            task = asyncio.create_task(self._handle(t, msg, team, run))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._spawn(self._handle(t, msg, team, run))
 
-        return on_msg
+        return dispatch
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _refuse_busy(self, t: ToolDef, msg: Msg) -> None:
+        assert self._nc is not None
+        with contextlib.suppress(Exception):
+            await p.respond(self._nc, msg, orjson.dumps(_error(
+                p.BUSY, f"{t.manifest.tool_id} is serving this team's share of calls; "
+                "retry shortly")))
 
     async def _handle(self, t: ToolDef, msg: Msg, team: str, handler: Handler) -> None:
         assert self._slots is not None and self._nc is not None
