@@ -5,7 +5,9 @@ are compared within the round, seconds apart, so that a shared VM's drift (its s
 a third within minutes) cancels out of the difference. `math` with the seed's envelope and a
 new expression per call, as bench/pipeline.py. Run by hand: `python bench/ab.py --base HEAD~3`;
 `--env NAME=VALUE` sets a variable for this tree's proxy, services and plugin host alone
-(`--base HEAD --env TOOLPROXY_DB_POOL_MAX=4`: the setting's effect, the code the same).
+(`--base HEAD --env TOOLPROXY_DB_POOL_MAX=4`: the setting's effect, the code the same), and
+TOOLPROXY_NATS_GOMAXPROCS for its embedded NATS. Both stacks' Postgres and NATS are started by
+this tree's code (only the proxy, services and plugin host run the other tree's).
 
 Printed, per connection count: each tree's added p50 and throughput ÷ bare (median of the
 rounds, lowest–highest), and the paired difference (this tree − base: p50, and rps ratio).

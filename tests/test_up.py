@@ -109,6 +109,9 @@ def test_up_serves_stops_cleanly_and_keeps_data(data_dir: Path) -> None:
         assert url == f"http://127.0.0.1:{port}"
         children = up.runtime()["children"]
         assert set(children) == {"postgres", "nats", "services", "plugins", "proxy"}
+        # The embedded NATS runs Go code on half the CPUs (TOOLPROXY_NATS_GOMAXPROCS unset).
+        environ = Path(f"/proc/{children['nats']}/environ").read_bytes().split(b"\0")
+        assert f"GOMAXPROCS={max(1, (os.cpu_count() or 2) // 2)}".encode() in environ
         token = cli("token", "--agent", "a1", "--team", "t1", data_dir=data_dir)
         status, body = post(f"{url}/v1/tools/invoke", {"tool": "math", "args": {"expr": "2+3*4"}}, token)
         assert status == 200 and body["output"] == {"value": 14}
@@ -174,3 +177,26 @@ def test_the_workers_supervisor_does_not_load_the_app() -> None:
     done = subprocess.run([*TOOLPROXY[:1], "-c", probe], env=ENV, capture_output=True, text=True,
                           timeout=60, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_bad_nats_thread_count_fails_plainly_before_anything_starts(data_dir: Path) -> None:
+    out = subprocess.run([*TOOLPROXY, "up", "--port", str(free_port()), "--data-dir", str(data_dir)],
+                         capture_output=True, text=True, timeout=60,
+                         env={**ENV, "TOOLPROXY_NATS_GOMAXPROCS": "many"})
+    assert out.returncode == 1
+    assert "TOOLPROXY_NATS_GOMAXPROCS must be a whole number" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (data_dir / "postgres").exists()  # refused before Postgres was set up
+
+
+def test_nats_thread_counts() -> None:
+    from proxy.embedded.nats import go_threads
+    from proxy.embedded.postgres import EmbeddedError
+
+    assert [go_threads(None, cpus) for cpus in (1, 2, 3, 8)] == [1, 1, 1, 4]
+    assert go_threads("", 8) == 4
+    assert go_threads("3", 8) == 3
+    assert go_threads("0", 8) is None  # Go's default: every CPU
+    for bad in ("many", "-1", "1.5"):
+        with pytest.raises(EmbeddedError):
+            go_threads(bad)

@@ -16,7 +16,7 @@ from proxy.cli.common import RUNTIME_FILE, CliError, write_runtime
 from proxy.db import migrate
 from proxy.logs import configure_logging
 from proxy.embedded.child import Child
-from proxy.embedded.nats import EmbeddedNats
+from proxy.embedded.nats import EmbeddedNats, go_threads
 from proxy.embedded.ports import free_port, port_is_free
 from proxy.embedded.postgres import EmbeddedError, EmbeddedPostgres
 from proxy.tokens import ensure_dev_key
@@ -69,6 +69,10 @@ class Stack:
             raise CliError(f"port {self.port} on 127.0.0.1 is already in use; choose another with --port")
         ensure_dev_key(self.data_dir)
         env = dict(os.environ)
+        # Checked before anything starts. A bench's per-stack settings (extra_env) come first,
+        # so that one stack of two can differ.
+        threads = go_threads(self.extra_env.get("TOOLPROXY_NATS_GOMAXPROCS",
+                                                os.environ.get("TOOLPROXY_NATS_GOMAXPROCS")))
 
         database_url = os.environ.get("TOOLPROXY_DATABASE_URL")
         if not database_url:
@@ -80,7 +84,7 @@ class Stack:
             self._say(f"postgres: 127.0.0.1:{pg.port} (data in {pg.pgdata})")
         nats_url = os.environ.get("TOOLPROXY_NATS_URL")
         if not nats_url:
-            ns = self.nats = EmbeddedNats(self.data_dir / "nats", free_port())
+            ns = self.nats = EmbeddedNats(self.data_dir / "nats", free_port(), gomaxprocs=threads)
             self.children.append(ns.start(self.logs / "nats.log"))
             await ns.wait_ready()
             nats_url = ns.url
