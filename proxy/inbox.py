@@ -160,4 +160,3 @@ class Inbox:
 def _settle(reply: asyncio.Future[Msg], error: type[Exception]) -> None:
     if not reply.done():
         reply.set_exception(error())
-

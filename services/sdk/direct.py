@@ -49,6 +49,8 @@ class _HandOver(asyncio.Queue):  # type: ignore[type-arg]
 
 async def subscribe_direct(nc: NATS, subject: str, handle: Handler, *,
                            queue: str = "") -> Subscription:
+    """A subscription to `subject` (in `queue`'s group) whose messages `handle` takes in the
+    client's read loop."""
     sub = await nc.subscribe(subject, queue=queue)
     if isinstance(getattr(sub, "_pending_queue", None), asyncio.Queue):
         sub._pending_queue = _HandOver(sub, handle)
