@@ -131,3 +131,27 @@ async def test_when_the_store_goes_away_calls_run_out_of_held_tokens_then_fail_c
         loop.set_exception_handler(previous)
         await b.close()
         await nc.close()
+
+
+async def test_a_replica_holds_at_most_half_the_burst_with_its_batch_ahead(buckets) -> None:
+    """The batch taken ahead tops the lease up to half the burst, no more: the other half stays
+    in the shared bucket for the other replicas (with a burst of 5 and two batches of 2, one
+    replica could otherwise hold 4 and refuse another's call while its own tokens lapse)."""
+    a, _ = buckets
+    rate = Rate(per_minute=600_000, burst=10)  # half the burst: 5
+    held: list[int] = []
+
+    async def watch() -> None:
+        while True:
+            lease = a._leases.get("k")
+            if lease is not None:
+                held.append(lease.tokens + lease.next_tokens)
+            await asyncio.sleep(0.002)
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        admitted, _ = await _steady(a, rate, LEASE_S * 8, 200)  # steady: batches taken ahead
+    finally:
+        watcher.cancel()
+    assert admitted >= 50
+    assert held and max(held) <= 5, max(held)

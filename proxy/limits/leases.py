@@ -9,8 +9,9 @@ calls admitted stay within rate × (W + LEASE_S) + burst. A lease grows with the
 (the demand rate over the last lease-length window, up to half the burst), so a quiet key
 costs one round trip per call, as before, and a busy one a round trip per lease. A busy key's
 next batch is taken ahead, once half of the current one (or of its time) is gone, so its
-calls do not queue behind the refill's round trip; each batch still lives `LEASE_S` from its
-taking, so the bound holds as it is.
+calls do not queue behind the refill's round trip; the two batches together stay within half
+the burst (what the ahead batch would add beyond that, another replica's calls may need); each
+batch still lives `LEASE_S` from its taking, so the bound holds as it is.
 """
 
 from __future__ import annotations
@@ -152,7 +153,11 @@ class LeasedBuckets:
             # more: a burst), with room to grow.
             expected = max(lease.per_second * self._lease_s, lease.demand)
             lease.size = max(1, min(cap, math.ceil(expected * 1.5)))
-            want = lease.size
+            # A replica holds at most half the burst, its current and next batches together:
+            # the rest stays in the shared bucket for the other replicas' calls.
+            want = max(0, min(lease.size, cap - lease.tokens)) if ahead else lease.size
+            if want <= 0 and not unused:
+                return Grant(True)
             now = time.time()
 
             def step(raw: bytes | None) -> tuple[bytes | None, tuple[int, float]]:
