@@ -12,10 +12,22 @@ from datetime import datetime, timedelta, timezone
 import aiohttp
 import pytest
 
+from proxy.config import Settings
 from tests.conftest import TEST_SECRET, bearer, grant, invoke
 from tests.infra import ProxyProcess
 
 pytestmark = pytest.mark.timeout(120)
+
+# What these tests count is the standing approval, not the rate limits: the team's category-D
+# ceiling (50 a minute, a burst of 5) would leave one token of slack for the four calls of the
+# two-replica test, and a token idle in one replica's lease (up to LEASE_S) refuses the other's.
+TEAM_D_PER_MINUTE = 6000.0
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    return settings.model_copy(update={"team_rate_per_minute": {
+        **settings.team_rate_per_minute, "D": TEAM_D_PER_MINUTE}})
 
 TOOL = "energy.meter.read"
 
@@ -256,13 +268,17 @@ async def test_never_more_calls_than_the_max_across_replicas_and_revocation_with
     m = await meter(db_pool, team)
     agent = await reader(client, token, team)
     gov = token(agent="gov", team=team, role="governance")
-    replica = ProxyProcess(database_url, nats_url, TEST_SECRET)
+    replica = ProxyProcess(database_url, nats_url, TEST_SECRET,
+                           TOOLPROXY_TEAM_RATE_PER_MINUTE=f'{{"D": {TEAM_D_PER_MINUTE}}}')
     await replica.start()
+    bodies: list[str] = []  # replica b's answers but its 202s: for the failure message
     try:
         async with aiohttp.ClientSession() as s:
             async def on_b(args: dict) -> int:
                 async with s.post(f"{replica.url}/v1/tools/invoke", headers=bearer(agent),
                                   json={"tool": TOOL, "args": args}) as r:
+                    if r.status != 202:
+                        bodies.append(f"{r.status} {(await r.text())[:300]}")
                     return r.status
 
             for _ in range(100):  # the replica's catalog knows the tool
@@ -274,7 +290,7 @@ async def test_never_more_calls_than_the_max_across_replicas_and_revocation_with
             calls = [invoke(client, agent, TOOL, {"meter_id": m}) for _ in range(5)]
             statuses = await asyncio.gather(*calls, *(on_b({"meter_id": m}) for _ in range(5)))
             codes = [x[0] if isinstance(x, tuple) else x for x in statuses]
-            assert sorted(codes) == [200] * 4 + [202] * 6, (codes, statuses)
+            assert sorted(codes) == [200] * 4 + [202] * 6, (codes, statuses, bodies)
             [row] = await listed(client, gov)
             assert (row["used_calls"], row["state"]) == (4, "exhausted")
 
