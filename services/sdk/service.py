@@ -289,6 +289,10 @@ class Service:
             try:
                 async with self._slots.slot(team, timeout=max(ctx.remaining(), 0.0)):
                     reply = await self._run(t, msg.data, ctx, handler)
+                    # Sent before the slot is given back and the call forgotten: the proxy
+                    # waits for nothing else (at one connection, the bookkeeping runs while
+                    # the reply travels).
+                    await self._reply(msg, reply, ctx)
             except asyncio.CancelledError:
                 return  # cancelled by the proxy: nobody waits for a reply any more
             except TimeoutError:
@@ -296,13 +300,16 @@ class Service:
                 return  # the proxy has answered 504 already
             finally:
                 self._running.pop(ctx.call_id, None)
-            if ctx.remaining() <= 0:
-                log.info("reply_after_deadline_dropped")
-                return
-            try:
-                await p.respond(self._nc, msg, orjson.dumps(reply))
-            except Exception as exc:
-                log.warning("reply_failed", error=str(exc))
+
+    async def _reply(self, msg: Msg, reply: dict[str, Any], ctx: CallContext) -> None:
+        assert self._nc is not None
+        if ctx.remaining() <= 0:
+            log.info("reply_after_deadline_dropped")
+            return
+        try:
+            await p.respond(self._nc, msg, orjson.dumps(reply))
+        except Exception as exc:
+            log.warning("reply_failed", error=str(exc))
 
     async def _run(self, t: ToolDef, data: bytes, ctx: CallContext,
                    handler: Handler | None = None) -> dict[str, Any]:
