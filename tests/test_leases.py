@@ -155,3 +155,29 @@ async def test_a_replica_holds_at_most_half_the_burst_with_its_batch_ahead(bucke
         watcher.cancel()
     assert admitted >= 50
     assert held and max(held) <= 5, max(held)
+
+
+class _SlowRead(CasStore):
+    """A replica whose read of the bucket lands late (a busy host): another replica's write
+    comes in between its round's start and its computation."""
+
+    async def _get(self, key: str):
+        await asyncio.sleep(0.2)
+        return await super()._get(key)
+
+
+async def test_a_round_computes_with_the_time_it_runs_at(kv_bucket) -> None:
+    """Replica B starts a refill; before its read lands, A takes 4 of the bucket's 5. B's step
+    then runs on A's write: with the time it runs at, the fifth token is there (with the time
+    its round began at, the bucket looked 4 tokens' worth of time ahead of it and refused B)."""
+    rate = Rate(per_minute=600, burst=5)  # one every 0.1 s
+    a, b = LeasedBuckets(CasStore(kv_bucket)), LeasedBuckets(_SlowRead(kv_bucket))
+    try:
+        on_b = asyncio.ensure_future(_admit(b, rate))
+        await asyncio.sleep(0.02)  # B's round has begun; its read is on its way
+        assert all(await asyncio.gather(*(_admit(a, rate) for _ in range(4))))
+        assert not on_b.done()
+        assert await on_b
+    finally:
+        await a.close()
+        await b.close()

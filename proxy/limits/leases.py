@@ -158,9 +158,13 @@ class LeasedBuckets:
             want = max(0, min(lease.size, cap - lease.tokens)) if ahead else lease.size
             if want <= 0 and not unused:
                 return Grant(True)
-            now = time.time()
 
             def step(raw: bytes | None) -> tuple[bytes | None, tuple[int, float]]:
+                # The clock is read each time the step runs, not once before the round: run
+                # again on a value another replica has just written, a time read before that
+                # write would see the bucket emptier than it is (at its edge, a token refused
+                # that the bucket holds).
+                now = time.time()
                 tat = float(raw) if raw else None
                 if unused:  # an expired lease's tokens go back before a new one is taken
                     tat = give_back_n(lease.rate, tat or now, now, unused)
@@ -192,10 +196,10 @@ class LeasedBuckets:
         lease.tokens = lease.next_tokens = lease.stale = 0
         if n <= 0:
             return
-        now = time.time()
         with contextlib.suppress(Exception):  # best effort: at worst n tokens lapse
             await self._store.change(key, lambda raw: (
-                (repr(give_back_n(lease.rate, float(raw), now, n)).encode() if raw else None), None))
+                (repr(give_back_n(lease.rate, float(raw), time.time(), n)).encode() if raw else None),
+                None))
 
     async def return_all(self) -> None:
         for key, lease in list(self._leases.items()):
