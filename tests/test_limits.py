@@ -40,6 +40,26 @@ def test_gcra_zero_rate_never_admits() -> None:
     assert take(Rate(per_minute=0, burst=1), None, 0.0).allowed is False
 
 
+
+async def test_the_postgres_store_computes_with_the_time_it_runs_at(db_pool, team) -> None:
+    """A call whose time was read before another's (its round trip, a wait for the bucket's
+    lock) is taken at the time the function runs, not at that older time: the fifth token of
+    five is there for it. The burst still holds: a sixth is refused."""
+    from proxy.limits.pg_store import PostgresLimiter
+
+    limiter = PostgresLimiter(db_pool, lambda team_id, agent_id: None)
+    rate = {"per_minute": 60, "burst": 5}  # one a second
+
+    async def admit(now: float) -> bool:
+        got = await limiter.admit(team_id=team, agent_id="a", tool="math", category="A",
+                                  rate=rate, now=now)
+        return got.allowed
+
+    now = time.time()
+    assert [await admit(now) for _ in range(4)] == [True] * 4
+    assert await admit(now - 0.5)  # read half a second before the others'
+    assert not await admit(time.time())
+
 # --- two replicas ---------------------------------------------------------------------------
 
 @pytest.fixture(params=["postgres", "nats"])
