@@ -15,7 +15,7 @@ from nats.js.api import KeyValueConfig, StorageType
 
 from proxy.limits.gcra import Rate
 from proxy.limits.kv import CasStore
-from proxy.limits.leases import LEASE_S, LeasedBuckets, take_up_to
+from proxy.limits.leases import LEASE_S, LeasedBuckets, give_back_n, take_up_to
 
 
 def test_take_up_to_takes_what_the_bucket_holds() -> None:
@@ -180,4 +180,20 @@ async def test_a_round_computes_with_the_time_it_runs_at(kv_bucket) -> None:
         assert await on_b
     finally:
         await a.close()
+        await b.close()
+
+
+async def test_a_refusal_is_checked_against_the_bucket_not_the_replicas_memory(kv_bucket) -> None:
+    """B spends the bucket and is refused; another replica then gives two tokens back. B's
+    next call is admitted: a refusal computed on the value B remembers (its own last write) is
+    read again from the store before it stands."""
+    rate = Rate(per_minute=60, burst=2)  # one a second; leases of one token
+    b, other = LeasedBuckets(CasStore(kv_bucket)), CasStore(kv_bucket)
+    try:
+        assert await _admit(b, rate) and await _admit(b, rate)
+        assert not await _admit(b, rate)
+        await other.change("k", lambda raw: (
+            repr(give_back_n(rate, float(raw), time.time(), 2)).encode(), None))
+        assert await _admit(b, rate)
+    finally:
         await b.close()

@@ -5,7 +5,9 @@ changes queue; the next round applies all of them, in order, to the current valu
 once. A replica therefore never conflicts with itself, and a burst on one key costs one
 round trip, not one per call. Across replicas the write is conditional on the revision the
 computation was based on: if another replica changed the key, the write is refused, the key is
-read again and the round recomputed. Correctness never depends on the remembered revision.
+read again and the round recomputed. A round that would change nothing (a refusal) was worked
+out on a value read from the server, or is read and worked out again: another replica may have
+made room since. Correctness never depends on the remembered revision.
 
 A reply that does not come in time (a busy server, or this process's event loop paused past the
 timeout) is not yet a failure: a read is asked again, and a write is sent again, recomputed if
@@ -102,6 +104,7 @@ class CasStore:
     async def _apply_once(self, key: str, steps: list[Step]) -> list[Any]:
         known = self._known.get(key)
         value, revision = known if known is not None else await self._read(key)
+        remembered = known is not None
         # One message id for every write of this round: whichever copy lands first is the only
         # one JetStream applies; a later copy is acknowledged as its duplicate.
         msg_id = new_hex()
@@ -116,6 +119,13 @@ class CasStore:
                         current, changed = new, True
                     results.append(result)
                 if not changed:
+                    if remembered and timed_out is None:
+                        # Worked out on the value this process last saw, nothing is checked
+                        # against the server's: another replica may have made room since (tokens
+                        # given back, a count released). Read, and work it out again.
+                        value, revision = await self._read(key)
+                        remembered = False
+                        continue
                     # (After a lost answer this refuses or leaves the value, whether or not the
                     # lost write landed: at worst a token or a count is spent for nothing.)
                     return results
@@ -123,7 +133,7 @@ class CasStore:
                 ack = await self._publish(key, current, revision, msg_id)
             except KeyWrongLastSequenceError:
                 value, revision = await self._read(key)
-                compute = True
+                compute, remembered = True, False
                 continue
             except asyncio.TimeoutError:  # nats.errors.TimeoutError is one
                 if timed_out is not None or not self._nc.is_connected:
