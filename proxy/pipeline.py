@@ -535,8 +535,9 @@ class Pipeline:
             self.budgets.settle(call.identity.team_id, call.agent_run_id or "", reply.tokens_used, cost)
         refs = {"object_refs": reply.object_refs, "artifacts": list(reply.artifacts),
                 "observations": reply.observations, "provenance_refs": reply.provenance_refs}
-        e = Ending(200, "FAILED", executed=True, result_id=call.result_id or result_id_for(call.call_id),
-                   tokens=reply.tokens_used,
+        # Set while the tool ran (its reply comes only after the forward's Meanwhile is done).
+        assert call.result_id is not None
+        e = Ending(200, "FAILED", executed=True, result_id=call.result_id, tokens=reply.tokens_used,
                    compute=reply.compute_units, cost=cost, diagnostics=list(notes), refs=refs)
         if not reply.ok:
             assert reply.error is not None
