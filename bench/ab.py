@@ -9,8 +9,10 @@ new expression per call, as bench/pipeline.py. Run by hand: `python bench/ab.py 
 TOOLPROXY_NATS_GOMAXPROCS for its embedded NATS. Both stacks' Postgres and NATS are started by
 this tree's code (only the proxy, services and plugin host run the other tree's).
 
-Printed, per connection count: each tree's added p50 and throughput ÷ bare (median of the
-rounds, lowest–highest), and the paired difference (this tree − base: p50, and rps ratio).
+Printed, per connection count: each tree's added p50, throughput ÷ bare and CPU per call
+(median of the rounds, lowest–highest), and the paired difference (this tree − base: p50, rps
+ratio, and the ratio of CPU per call: every process of the stack, from the run's start until
+usage has recorded its calls — steadier than throughput on a VM whose speed drifts).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.pipeline import NATIVE_LUA, Wrk, bare_handler, require_wrk, wrk  # noqa: E402
+from bench.pipeline import NATIVE_LUA, Wrk, bare_handler, measured, require_wrk, wrk  # noqa: E402
+from bench.procs import Sampler  # noqa: E402
 from bench.setup import TEAM, bench_stack, prepare, remove  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,9 +53,11 @@ def drop_worktree(path: Path) -> None:
 def summary(label: str, runs: list[Wrk], bares: list[Wrk]) -> str:
     added = [r.p50_ms - b.p50_ms for r, b in zip(runs, bares)]
     ratio = [r.rps / b.rps for r, b in zip(runs, bares)]
+    cpu = [sum(r.cpu_ms_per_call.values()) for r in runs]
     return (f"  {label:<6} added p50 {statistics.median(added):.3f} ms [{min(added):.3f}–{max(added):.3f}]"
             f"   ÷ bare {statistics.median(ratio):.3f} [{min(ratio):.3f}–{max(ratio):.3f}]"
-            f"   p99 {statistics.median(r.p99_ms for r in runs):.2f} ms")
+            f"   p99 {statistics.median(r.p99_ms for r in runs):.2f} ms"
+            f"   CPU {statistics.median(cpu):.2f} ms/call")
 
 
 async def main(base_rev: str, rounds: int, seconds: float, conns: list[int],
@@ -68,6 +73,7 @@ async def main(base_rev: str, rounds: int, seconds: float, conns: list[int],
         for s in stacks:
             await s.start()
         auths = [{"Authorization": (await prepare(s))["Authorization"]} for s in stacks]
+        samplers = [Sampler.of_stack(s) for s in stacks]
         lua = NATIVE_LUA.replace("TEAM", TEAM)
         runs: dict[int, dict[str, list[Wrk]]] = {c: {k: [] for k in (*labels, "bare")} for c in conns}
         async with bare_handler() as bare:
@@ -77,8 +83,8 @@ async def main(base_rev: str, rounds: int, seconds: float, conns: list[int],
                 for c in conns:
                     runs[c]["bare"].append(await asyncio.to_thread(wrk, "bare", bare, lua, {}, c, seconds))
                     for i in ((0, 1) if n % 2 == 0 else (1, 0)):
-                        runs[c][labels[i]].append(await asyncio.to_thread(
-                            wrk, labels[i], stacks[i].url, lua, auths[i], c, seconds))
+                        runs[c][labels[i]].append(await measured(
+                            labels[i], stacks[i], samplers[i], stacks[i].url, lua, auths[i], c, seconds))
     finally:
         for s in stacks:
             remove(s)
@@ -92,8 +98,12 @@ async def main(base_rev: str, rounds: int, seconds: float, conns: list[int],
             print(summary(label, r[label], r["bare"]))
         d = [x.p50_ms - y.p50_ms for x, y in zip(r["this"], r["base"])]
         q = [x.rps / y.rps for x, y in zip(r["this"], r["base"])]
+        cpu = [sum(x.cpu_ms_per_call.values()) / sum(y.cpu_ms_per_call.values())
+               for x, y in zip(r["this"], r["base"])]
         print(f"  this − base: p50 {statistics.median(d):+.3f} ms [{min(d):+.3f}…{max(d):+.3f}],"
-              f" throughput × {statistics.median(q):.3f} [{min(q):.3f}…{max(q):.3f}]")
+              f" throughput × {statistics.median(q):.3f} [{min(q):.3f}…{max(q):.3f}],"
+              f" CPU per call (every process, until usage has the calls) × {statistics.median(cpu):.3f}"
+              f" [{min(cpu):.3f}…{max(cpu):.3f}]")
 
 
 if __name__ == "__main__":

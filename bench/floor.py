@@ -1,12 +1,16 @@
 """Benchmark: the floor under the pipeline's goals on this machine. Beside the bare aiohttp
-handler and the whole pipeline, two skeletons with none of the proxy's logic: an aiohttp
-handler that only forwards to the real `math` service over NATS (nats-py request/reply), and
-the same plus one JetStream publish awaited for its acknowledgement (the durable record every
-call needs before its response). Same wrk load, the seed's envelope and a new expression per
-request, two server processes each, in one run. Run by hand: `python bench/floor.py`.
+handler and the whole pipeline, skeletons with none of the proxy's logic: an aiohttp handler
+that only forwards to the real `math` service over NATS, and the same plus one JetStream
+publish awaited for its acknowledgement (the durable record every call needs before its
+response) — each once with nats-py's own request and JetStream publish, and once with the
+proxy's own primitives for them (proxy.inbox's one-future requests on a subscription handled in
+nats-py's read loop, proxy.jetstream.store): the lean skeleton is the floor the pipeline
+itself stands on. Same wrk load, the seed's envelope and a new expression per request, two
+server processes each, in one run. Run by hand: `python bench/floor.py`.
 
 What it tells: the throughput ratio and the added p50 that the chosen parts (aiohttp, nats-py,
-JetStream) leave before the proxy does anything of its own.
+JetStream) leave before the proxy does anything of its own (the lean skeleton does not write
+its records to Postgres either, which the pipeline's writer does on the same cores).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.pipeline import NATIVE_LUA, Wrk, bare_handler, require_wrk, wrk  # noqa: E402
+from bench.procs import Sampler  # noqa: E402
 from bench.setup import TEAM, bench_stack, prepare, remove  # noqa: E402
 from proxy.embedded.child import Child  # noqa: E402
 from proxy.embedded.ports import free_port  # noqa: E402
@@ -30,11 +35,16 @@ SKELETON = '''
 import asyncio, sys, time, uuid
 import nats, orjson, uvloop
 from aiohttp import web
-URL, PORT, DURABLE = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+from proxy.inbox import Inbox
+from proxy.jetstream import store
+URL, PORT, DURABLE, LEAN = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1"
 
 async def main():
     nc = await nats.connect(URL)
     js = nc.jetstream(timeout=5)
+    inbox, acks = Inbox(nc), Inbox(nc)
+    await inbox.start()
+    await acks.start()
     if DURABLE:
         try:
             await js.add_stream(name="BENCH_FLOOR", subjects=["bench.floor.>"], storage="file")
@@ -51,8 +61,14 @@ async def main():
         headers = {"Toolproxy-Call-Id": call_id, "Toolproxy-Decision-Id": call_id,
                    "Toolproxy-Team-Id": ctx.get("team_id") or "", "Toolproxy-Agent-Id": "bench-agent",
                    "Toolproxy-Deadline": str(int((time.time() + 5) * 1000))}
-        msg = await nc.request("tools.math.invoke", payload, timeout=5, headers=headers)
-        if DURABLE:  # about the size of a call's journal entry
+        if LEAN:
+            msg = await inbox.request("tools.math.invoke", payload, timeout_s=5, headers=headers)
+        else:
+            msg = await nc.request("tools.math.invoke", payload, timeout=5, headers=headers)
+        if DURABLE and LEAN:  # about the size of a call's journal entry
+            await store(acks, f"bench.floor.{call_id}", msg.data + b" " * 2500, msg_id=call_id,
+                        timeout_s=5)
+        elif DURABLE:
             await js.publish(f"bench.floor.{call_id}", msg.data + b" " * 2500,
                              headers={"Nats-Msg-Id": call_id})
         return web.Response(body=msg.data, content_type="application/json")
@@ -69,11 +85,26 @@ asyncio.run(main())
 '''
 
 
-async def skeleton(nats_url: str, durable: bool, label: str, seconds: float,
-                   lua: str) -> tuple[Wrk, Wrk]:
+async def cpu_run(sampler: Sampler, label: str, url: str, lua: str, headers: dict[str, str],
+                  seconds: float) -> Wrk:
+    """A c=32 run with each process group's CPU per call (ms) during it."""
+    sampler.mark()
+    r = await asyncio.to_thread(wrk, label, url, lua, headers, 32, seconds)
+    r.cpu_ms_per_call = {k: 1000 * v / max(1, r.requests) for k, v in sampler.since_mark().items()}
+    return r
+
+
+def _shared(stack) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """The stack's processes a skeleton uses too: the `math` service and NATS."""
+    return {c.name: c.pid for c in stack.children if c.name in ("services", "nats") and c.pid}
+
+
+async def skeleton(stack, durable: bool, label: str, seconds: float,  # type: ignore[no-untyped-def]
+                   lua: str, *, lean: bool = False) -> tuple[Wrk, Wrk]:
+    nats_url = stack.nats_url
     port = free_port()
     procs = [Child(f"floor-{i}", [sys.executable, "-c", SKELETON, nats_url, str(port),
-                                  "1" if durable else "0"],
+                                  "1" if durable else "0", "1" if lean else "0"],
                    log_path=Path(tempfile.gettempdir()) / f"bench-floor-{os.getpid()}-{i}.log")
              for i in range(2)]
     for p in procs:
@@ -86,7 +117,8 @@ async def skeleton(nats_url: str, durable: bool, label: str, seconds: float,
                 break
             except Exception:
                 await asyncio.sleep(0.1)
-        c32 = await asyncio.to_thread(wrk, f"{label}, c=32", url, lua, {}, 32, seconds)
+        sampler = Sampler({**_shared(stack), **{p.name: p.pid for p in procs if p.pid}})
+        c32 = await cpu_run(sampler, f"{label}, c=32", url, lua, {}, seconds)
         c1 = await asyncio.to_thread(wrk, f"{label}, c=1", url, lua, {}, 1, seconds)
         return c32, c1
     finally:
@@ -108,20 +140,37 @@ async def main(seconds: float) -> None:
             b32 = await asyncio.to_thread(wrk, "bare, c=32", bare_url, lua, {}, 32, seconds)
             b1 = await asyncio.to_thread(wrk, "bare, c=1", bare_url, lua, {}, 1, seconds)
             rows.append(("bare aiohttp handler", b32, b1))
-            rows.append(("skeleton: forward only", *await skeleton(stack.nats_url, False, "forward", seconds, lua)))
-            rows.append(("skeleton: forward + JetStream ack", *await skeleton(stack.nats_url, True, "durable", seconds, lua)))
-            p32 = await asyncio.to_thread(wrk, "pipeline, c=32", stack.url, lua, auth, 32, seconds)
+            rows.append(("skeleton: forward only", *await skeleton(stack, False, "forward", seconds, lua)))
+            rows.append(("skeleton: forward + JetStream ack", *await skeleton(stack, True, "durable", seconds, lua)))
+            rows.append(("lean skeleton: forward only", *await skeleton(
+                stack, False, "lean forward", seconds, lua, lean=True)))
+            rows.append(("lean skeleton: forward + JetStream ack", *await skeleton(
+                stack, True, "lean durable", seconds, lua, lean=True)))
+            p32 = await cpu_run(Sampler.of_stack(stack), "pipeline, c=32", stack.url, lua, auth, seconds)
             p1 = await asyncio.to_thread(wrk, "pipeline, c=1", stack.url, lua, auth, 1, seconds)
             rows.append(("whole pipeline", p32, p1))
     finally:
         remove(stack)
     print(f"\nmachine: {platform.machine()}, {os.cpu_count()} cpus, Python {platform.python_version()}; "
           f"wrk, {seconds:.0f}s per run, loopback; two server processes each\n")
-    print(f"{'':36} {'c=32 req/s':>11} {'÷ bare':>7} {'c=1 p50 ms':>11} {'added p50':>10}")
+    print(f"{'':41} {'c=32 req/s':>11} {'÷ bare':>7} {'c=1 p50 ms':>11} {'added p50':>10}"
+          f"  {'CPU ms/call at c=32 (the run only)':>36}")
     for name, c32, c1 in rows:
-        print(f"{name:36} {c32.rps:>11.0f} {c32.rps / b32.rps:>7.3f} {c1.p50_ms:>11.2f} "
-              f"{c1.p50_ms - b1.p50_ms:>9.2f}   non-2xx {c32.non_2xx + c1.non_2xx}")
+        cpu = c32.cpu_ms_per_call
+        parts = ", ".join(f"{k} {v:.2f}" for k, v in sorted(_grouped(cpu).items()))
+        print(f"{name:41} {c32.rps:>11.0f} {c32.rps / b32.rps:>7.3f} {c1.p50_ms:>11.2f} "
+              f"{c1.p50_ms - b1.p50_ms:>9.2f}  {sum(cpu.values()) if cpu else 0:>6.2f}"
+              f"{f' ({parts})' if parts else ''}   non-2xx {c32.non_2xx + c1.non_2xx}")
     print("\ngoals: ratio >= 0.25, added p50 <= 1 ms")
+
+
+def _grouped(cpu: dict[str, float]) -> dict[str, float]:
+    """The two skeleton processes as one group, as the proxy's workers are."""
+    out: dict[str, float] = {}
+    for k, v in cpu.items():
+        key = "skeleton" if k.startswith("floor-") else k
+        out[key] = out.get(key, 0.0) + v
+    return out
 
 
 if __name__ == "__main__":
