@@ -42,9 +42,10 @@ URL, PORT, DURABLE, LEAN = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sy
 async def main():
     nc = await nats.connect(URL)
     js = nc.jetstream(timeout=5)
-    inbox, acks = Inbox(nc), Inbox(nc)
-    await inbox.start()
-    await acks.start()
+    inbox, acks = Inbox(nc), Inbox(nc)  # the lean skeleton's: the forward's replies, the record's acks
+    if LEAN:
+        await inbox.start()
+        await acks.start()
     if DURABLE:
         try:
             await js.add_stream(name="BENCH_FLOOR", subjects=["bench.floor.>"], storage="file")

@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 
 from proxy.limits.gcra import Rate, give_back, take
+from proxy.limits.pg_store import PostgresLimiter
 from tests import fixture_services
 from tests.conftest import TEST_SECRET, bearer, invoke
 from tests.infra import ProxyProcess
@@ -40,13 +41,10 @@ def test_gcra_zero_rate_never_admits() -> None:
     assert take(Rate(per_minute=0, burst=1), None, 0.0).allowed is False
 
 
-
 async def test_the_postgres_store_computes_with_the_time_it_runs_at(db_pool, team) -> None:
     """A call whose time was read before another's (its round trip, a wait for the bucket's
     lock) is taken at the time the function runs, not at that older time: the fifth token of
     five is there for it. The burst still holds: a sixth is refused."""
-    from proxy.limits.pg_store import PostgresLimiter
-
     limiter = PostgresLimiter(db_pool, lambda team_id, agent_id: None)
     rate = {"per_minute": 60, "burst": 5}  # one a second
 
@@ -59,6 +57,7 @@ async def test_the_postgres_store_computes_with_the_time_it_runs_at(db_pool, tea
     assert [await admit(now) for _ in range(4)] == [True] * 4
     assert await admit(now - 0.5)  # read half a second before the others'
     assert not await admit(time.time())
+
 
 # --- two replicas ---------------------------------------------------------------------------
 
