@@ -3,7 +3,8 @@ worktree of `--base` beside this checkout), and short wrk runs alternate between
 bare aiohttp handler, round after round (the order flips every round): each round's figures
 are compared within the round, seconds apart, so that a shared VM's drift (its speed moves by
 a third within minutes) cancels out of the difference. `math` with the seed's envelope and a
-new expression per call, as bench/pipeline.py. Run by hand: `python bench/ab.py --base HEAD~3`;
+new expression per call, as bench/pipeline.py's hot case, or with `--realistic` its realistic mix
+(200 agents, 20 teams, a budgeted run each). Run by hand: `python bench/ab.py --base HEAD~3`;
 `--env NAME=VALUE` sets a variable for this tree's proxy, services and plugin host alone
 (`--base HEAD --env TOOLPROXY_DB_POOL_MAX=4`: the setting's effect, the code the same), and
 TOOLPROXY_NATS_GOMAXPROCS for its embedded NATS. Both stacks' Postgres and NATS are started by
@@ -29,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import mix  # noqa: E402
 from bench.pipeline import NATIVE_LUA, Wrk, bare_handler, measured, require_wrk, wrk  # noqa: E402
 from bench.procs import Sampler  # noqa: E402
 from bench.setup import TEAM, bench_stack, prepare, remove  # noqa: E402
@@ -61,35 +63,46 @@ def summary(label: str, runs: list[Wrk], bares: list[Wrk]) -> str:
 
 
 async def main(base_rev: str, rounds: int, seconds: float, conns: list[int],
-               env: dict[str, str]) -> None:
+               env: dict[str, str], realistic: bool) -> None:
     require_wrk()
     base_tree = worktree(base_rev)
     # The stacks' processes run `python -m proxy...` from the current directory: run them
     # from one outside both trees, so that PYTHONPATH alone says which tree a stack runs.
     os.chdir(tempfile.gettempdir())
     labels = ("base", "this")
-    stacks = [bench_stack(2, PYTHONPATH=str(base_tree)), bench_stack(2, PYTHONPATH=str(ROOT), **env)]
+    # A base from before the house (issue 30) has its command in proxy/cli/.
+    base_command = "cli.main" if (base_tree / "cli" / "main.py").exists() else "proxy.cli.main"
+    stacks = [bench_stack(2, base_command, PYTHONPATH=str(base_tree)),
+              bench_stack(2, PYTHONPATH=str(ROOT), **env)]
     try:
         for s in stacks:
             await s.start()
         auths = [{"Authorization": (await prepare(s))["Authorization"]} for s in stacks]
         samplers = [Sampler.of_stack(s) for s in stacks]
         lua = NATIVE_LUA.replace("TEAM", TEAM)
+        teams = None
+        if realistic:  # each stack its own tokens and runs (the same names), in its own Lua
+            luas = [mix.realistic_lua(await mix.populate(s)) for s in stacks]
+            auths, teams, lua = [{}, {}], mix.teams(), luas[1]
+        else:
+            luas = [lua, lua]
         runs: dict[int, dict[str, list[Wrk]]] = {c: {k: [] for k in (*labels, "bare")} for c in conns}
         async with bare_handler() as bare:
             for s, auth in zip(stacks, auths):
-                await asyncio.to_thread(wrk, "warm-up", s.url, lua, auth, 8, 3)
+                await asyncio.to_thread(wrk, "warm-up", s.url, luas[stacks.index(s)], auth, 8, 3)
             for n in range(rounds):
                 for c in conns:
                     runs[c]["bare"].append(await asyncio.to_thread(wrk, "bare", bare, lua, {}, c, seconds))
                     for i in ((0, 1) if n % 2 == 0 else (1, 0)):
                         runs[c][labels[i]].append(await measured(
-                            labels[i], stacks[i], samplers[i], stacks[i].url, lua, auths[i], c, seconds))
+                            labels[i], stacks[i], samplers[i], stacks[i].url, luas[i], auths[i], c,
+                            seconds, teams=teams))
     finally:
         for s in stacks:
             remove(s)
         drop_worktree(base_tree)
     extra = "".join(f", {k}={v}" for k, v in env.items())
+    extra += ", the realistic mix (bench/mix.py)" if realistic else ", the hot case (one agent)"
     print(f"\nbase {base_rev} against this tree{extra}; {rounds} rounds of {seconds:.0f} s runs, alternating\n")
     for c in conns:
         r = runs[c]
@@ -113,6 +126,8 @@ if __name__ == "__main__":
     ap.add_argument("--rounds", type=int, default=12)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--conns", type=int, nargs="+", default=[1, 32])
+    ap.add_argument("--realistic", action="store_true",
+                    help="the realistic mix of bench/mix.py instead of the hot case's one agent")
     ap.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                     help="set for this tree's proxy, services and plugin host only (not its "
                     "Postgres or NATS): with --base HEAD and no changes, a setting's effect alone")
@@ -122,4 +137,4 @@ if __name__ == "__main__":
     env = dict(e.split("=", 1) for e in a.env)
     if "PYTHONPATH" in env:
         ap.error("--env cannot set PYTHONPATH: it is what says which tree a stack runs")
-    asyncio.run(main(a.base, a.rounds, a.seconds, a.conns, env))
+    asyncio.run(main(a.base, a.rounds, a.seconds, a.conns, env, a.realistic))

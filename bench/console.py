@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.setup import TEAM, bench_stack, prepare, remove  # noqa: E402
 from proxy.config import Settings  # noqa: E402
-from proxy.tokens import mint  # noqa: E402
+from proxy.identity.tokens import mint  # noqa: E402
 
 CHROMIUM = os.environ.get("TOOLPROXY_TEST_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -63,7 +63,7 @@ def line(label: str, xs: list[float]) -> str:
 
 
 def page_weight() -> tuple[int, int, int]:
-    root = resources.files("proxy.console") / "static"
+    root = resources.files("proxy.web.console") / "static"
     files = [e for e in root.iterdir() if e.name.endswith((".html", ".js", ".css"))]
     raw = sum(len(e.read_bytes()) for e in files)
     packed = sum(len(gzip.compress(e.read_bytes(), 9)) for e in files)

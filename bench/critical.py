@@ -2,7 +2,7 @@
 
 1. p50/p90 of each critical tool through the proxy with a standing approval (no per-call
    approval): the seed's envelope with `team_id` and `agent_run_id`, one client, sequential.
-   The chain tools reach a local JSON-RPC node (tests.chain_node: eth-tester on py-evm, in
+   The chain tools reach a local JSON-RPC node (tests.support.chain_node: eth-tester on py-evm, in
    its own process), which mines a block per transaction.
 2. The time from a governance approval to the resumed call's completion: the agent resuming
    at once when the approval returns, and the Python client's wait_for_approval (polling).
@@ -25,14 +25,14 @@ import aiohttp
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.setup import AGENT, TEAM, bench_stack, prepare, remove  # noqa: E402
-from proxy.client import AsyncToolproxy  # noqa: E402
+from client.native import AsyncToolproxy  # noqa: E402
 from proxy.config import Settings  # noqa: E402
-from proxy.db import create_pool  # noqa: E402
-from proxy.embedded.child import Child  # noqa: E402
-from proxy.embedded.ports import free_port  # noqa: E402
-from proxy.tokens import mint  # noqa: E402
-from tests.chain_node import FUNDED_KEYS  # noqa: E402
-from tests.infra import scratch_dir  # noqa: E402
+from infra.db import create_pool  # noqa: E402
+from infra.embedded.child import Child  # noqa: E402
+from infra.embedded.ports import free_port  # noqa: E402
+from proxy.identity.tokens import mint  # noqa: E402
+from tests.support.chain_node import FUNDED_KEYS  # noqa: E402
+from tests.support.infra import scratch_dir  # noqa: E402
 
 OPERATOR = "bench-operator"
 RECIPIENT = "0x000000000000000000000000000000000000bEEF"
@@ -46,7 +46,7 @@ def pct(xs: list[float], p: float) -> float:
 
 async def start_node(root: Path) -> tuple[Child, str]:
     port = free_port()
-    node = Child("chain-node", [sys.executable, "-m", "tests.chain_node", "--port", str(port)],
+    node = Child("chain-node", [sys.executable, "-m", "tests.support.chain_node", "--port", str(port)],
                  log_path=root / "chain-node.log",
                  env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     node.start()
@@ -82,7 +82,7 @@ async def seed(database_url: str) -> None:
 
 async def deploy_contract(url: str) -> str:
     """A contract storing its calldata's first word, deployed from an eth-tester account."""
-    from tests.chain_node import STORE_INIT
+    from tests.support.chain_node import STORE_INIT
 
     async with aiohttp.ClientSession() as s:
         async def rpc(method: str, params: list) -> object:
@@ -221,13 +221,18 @@ async def main(n: int, waits: int) -> None:
         await seed(stack.database_url)
         contract = await deploy_contract(node_url)
         await governance(stack.url, settings, tools)
+        # New arguments on every call (a time range that moves, a quantity that changes): no
+        # cache anywhere answers a repeat.
+        def since(i: int) -> str:
+            return (datetime.now(timezone.utc) - timedelta(minutes=1 + i)).isoformat()
+
         cases = [
-            ("energy.meter.read", agent_token, lambda i: {"meter_id": "bench-em"}),
+            ("energy.meter.read", agent_token, lambda i: {"meter_id": "bench-em", "from": since(i)}),
             ("energy.meter.read (24 h range)", agent_token, lambda i: {
                 "meter_id": "bench-em", "from": (datetime.now(timezone.utc) - timedelta(hours=24)).isoformat()}),
-            ("water.usage.read", agent_token, lambda i: {"meter_id": "bench-wm"}),
+            ("water.usage.read", agent_token, lambda i: {"meter_id": "bench-wm", "from": since(i)}),
             ("water.valve.set (operator)", operator, lambda i: {"valve_id": "bench-wv", "open": i % 2 == 0}),
-            ("greenfood.order create_order", agent_token, lambda i: {"op": "create_order", "product_id": "apple", "qty": 1}),
+            ("greenfood.order create_order", agent_token, lambda i: {"op": "create_order", "product_id": "apple", "qty": 1 + i % 3}),
             ("chain.transfer", agent_token, lambda i: {"to": RECIPIENT, "value_wei": 1000 + i}),
             ("chain.call", agent_token, lambda i: {"to": contract, "data": CONTRACT_CALL}),
         ]
@@ -239,7 +244,7 @@ async def main(n: int, waits: int) -> None:
         p50, p90 = await node_alone(node_url, n)
         results.append(f"  {'(a transfer straight to the node)':<34} p50 {p50:7.2f} ms   p90 {p90:7.2f} ms")
         waits_out = []
-        for tool, args in (("energy.meter.read", lambda i: {"meter_id": "bench-em"}),
+        for tool, args in (("energy.meter.read", lambda i: {"meter_id": "bench-em", "from": since(i)}),
                            ("chain.transfer", lambda i: {"to": RECIPIENT, "value_wei": 7 + i})):
             lat = await approval_to_completion(stack.url, settings, tool, args, waits, client_polling=False)
             waits_out.append(f"  {tool:<18} resumed at once     p50 {pct(lat, .5):7.2f} ms   max {max(lat):7.2f} ms")

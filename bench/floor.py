@@ -3,8 +3,8 @@ handler and the whole pipeline, skeletons with none of the proxy's logic: an aio
 that only forwards to the real `math` service over NATS, and the same plus one JetStream
 publish awaited for its acknowledgement (the durable record every call needs before its
 response) — each once with nats-py's own request and JetStream publish, and once with the
-proxy's own primitives for them (proxy.inbox's one-future requests on a subscription handled in
-nats-py's read loop, proxy.jetstream.store): the lean skeleton is the floor the pipeline
+proxy's own primitives for them (infra.nats_inbox's one-future requests on a subscription handled in
+nats-py's read loop, infra.jetstream.store): the lean skeleton is the floor the pipeline
 itself stands on. Same wrk load, the seed's envelope and a new expression per request, two
 server processes each, in one run. Run by hand: `python bench/floor.py`.
 
@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import platform
 import sys
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -28,16 +30,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.pipeline import NATIVE_LUA, Wrk, bare_handler, require_wrk, wrk  # noqa: E402
 from bench.procs import Sampler  # noqa: E402
 from bench.setup import TEAM, bench_stack, prepare, remove  # noqa: E402
-from proxy.embedded.child import Child  # noqa: E402
-from proxy.embedded.ports import free_port  # noqa: E402
+from infra.embedded.child import Child  # noqa: E402
+from infra.embedded.ports import free_port  # noqa: E402
 
 SKELETON = '''
-import asyncio, sys, time, uuid
+import asyncio, os, sys, time, uuid
 import nats, orjson, uvloop
 from aiohttp import web
-from proxy.inbox import Inbox
-from proxy.jetstream import store
+from infra.nats_inbox import Inbox
+from infra.jetstream import store
 URL, PORT, DURABLE, LEAN = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1"
+# Services act only on a call context the proxy signed (wire.call_context): the skeleton signs
+# its own with the stack's key, as every call must be, or it would measure refusals.
+KEY = os.environ.get("TOOLPROXY_CALL_CONTEXT_KEY")
+if KEY:
+    from infra.call_keys import private_key
+    from wire import call_context as cc
+    KEY = private_key(KEY)
 
 async def main():
     nc = await nats.connect(URL)
@@ -59,9 +68,17 @@ async def main():
         payload = orjson.dumps({"args": data["args"], "context": {
             "team_id": ctx.get("team_id"), "agent_id": "bench-agent",
             "agent_run_id": ctx.get("agent_run_id"), "confidential": False}})
+        deadline_ms = int((time.time() + 5) * 1000)
         headers = {"Toolproxy-Call-Id": call_id, "Toolproxy-Decision-Id": call_id,
                    "Toolproxy-Team-Id": ctx.get("team_id") or "", "Toolproxy-Agent-Id": "bench-agent",
-                   "Toolproxy-Deadline": str(int((time.time() + 5) * 1000))}
+                   "Toolproxy-Deadline": str(deadline_ms)}
+        if KEY:
+            headers[cc.H_CALL_CONTEXT] = cc.seal(
+                KEY, subject="tools.math.invoke", body=payload, exp_ms=deadline_ms,
+                now_ms=int(time.time() * 1000), fields={
+                    "call": call_id, "decision": call_id, "team": ctx.get("team_id"),
+                    "agent": "bench-agent", "run": ctx.get("agent_run_id"), "turn": None,
+                    "confidential": False, "approval": None, "approval_ref": None, "replica": None})
         if LEAN:
             msg = await inbox.request("tools.math.invoke", payload, timeout_s=5, headers=headers)
         else:
@@ -100,13 +117,19 @@ def _shared(stack) -> dict[str, int]:  # type: ignore[no-untyped-def]
     return {c.name: c.pid for c in stack.children if c.name in ("services", "nats") and c.pid}
 
 
-async def skeleton(stack, durable: bool, label: str, seconds: float,  # type: ignore[no-untyped-def]
-                   lua: str, *, lean: bool = False) -> tuple[Wrk, Wrk]:
-    nats_url = stack.nats_url
+@contextlib.asynccontextmanager
+async def running_skeleton(stack, durable: bool, lean: bool,  # type: ignore[no-untyped-def]
+                           lua: str) -> AsyncIterator[tuple[str, dict[str, int]]]:
+    """Two skeleton processes on one port, warmed up: their URL, and the processes to sample
+    (theirs and the stack's `math` service and NATS)."""
     port = free_port()
-    procs = [Child(f"floor-{i}", [sys.executable, "-c", SKELETON, nats_url, str(port),
+    key = getattr(stack, "replica_env", None)  # the signing key, where services check it
+    env = {**os.environ, **({"TOOLPROXY_CALL_CONTEXT_KEY": key()["TOOLPROXY_CALL_CONTEXT_KEY"]}
+                            if key is not None else {})}
+    procs = [Child(f"floor-{i}", [sys.executable, "-c", SKELETON, stack.nats_url, str(port),
                                   "1" if durable else "0", "1" if lean else "0"],
-                   log_path=Path(tempfile.gettempdir()) / f"bench-floor-{os.getpid()}-{i}.log")
+                   log_path=Path(tempfile.gettempdir()) / f"bench-floor-{os.getpid()}-{i}.log",
+                   env=env)
              for i in range(2)]
     for p in procs:
         p.start()
@@ -118,13 +141,18 @@ async def skeleton(stack, durable: bool, label: str, seconds: float,  # type: ig
                 break
             except Exception:
                 await asyncio.sleep(0.1)
-        sampler = Sampler({**_shared(stack), **{p.name: p.pid for p in procs if p.pid}})
-        c32 = await cpu_run(sampler, f"{label}, c=32", url, lua, {}, seconds)
-        c1 = await asyncio.to_thread(wrk, f"{label}, c=1", url, lua, {}, 1, seconds)
-        return c32, c1
+        yield url, {**_shared(stack), **{p.name: p.pid for p in procs if p.pid}}
     finally:
         for p in procs:
             p.stop()
+
+
+async def skeleton(stack, durable: bool, label: str, seconds: float,  # type: ignore[no-untyped-def]
+                   lua: str, *, lean: bool = False) -> tuple[Wrk, Wrk]:
+    async with running_skeleton(stack, durable, lean, lua) as (url, pids):
+        c32 = await cpu_run(Sampler(pids), f"{label}, c=32", url, lua, {}, seconds)
+        c1 = await asyncio.to_thread(wrk, f"{label}, c=1", url, lua, {}, 1, seconds)
+        return c32, c1
 
 
 async def main(seconds: float) -> None:

@@ -26,20 +26,20 @@ from jsonschema.exceptions import best_match
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from proxy import appkeys as k  # noqa: E402
-from proxy.args.checker import ArgsChecker  # noqa: E402
+from proxy.web import keys as k
+from proxy.core.args.checker import ArgsChecker  # noqa: E402
 from proxy.config import Settings  # noqa: E402
-from proxy.errors import InvalidArgs  # noqa: E402
-from proxy.http.allowlists import HostAllowlist, OriginAllowlist  # noqa: E402
-from proxy.http.headers import harden_response  # noqa: E402
-from proxy.http.team_gate import TeamGate  # noqa: E402
-from proxy.identity import Identity  # noqa: E402
-from proxy.middlewares.body_deadline import body_deadline  # noqa: E402
-from proxy.middlewares.hosts import allowed_host  # noqa: E402
-from proxy.middlewares.mcp_origin import mcp_origin  # noqa: E402
-from proxy.middlewares.team_gate import team_gate  # noqa: E402
-from services.calendar_service import calendar_tool  # noqa: E402
-from services.math_service import math_tool  # noqa: E402
+from proxy.core.errors import InvalidArgs  # noqa: E402
+from proxy.allowlists import HostAllowlist, OriginAllowlist  # noqa: E402
+from proxy.web.http.headers import harden_response  # noqa: E402
+from proxy.web.http.team_gate import TeamGate  # noqa: E402
+from proxy.identity.identity import Identity  # noqa: E402
+from proxy.web.middlewares.body_deadline import body_deadline  # noqa: E402
+from proxy.web.middlewares.hosts import allowed_host  # noqa: E402
+from proxy.web.middlewares.mcp_origin import mcp_origin  # noqa: E402
+from proxy.web.middlewares.team_gate import team_gate  # noqa: E402
+from services.calendar.service import calendar_tool  # noqa: E402
+from services.math.service import math_tool  # noqa: E402
 
 
 def per_call_us(fn: Callable[[], Any], n: int) -> float:

@@ -1,7 +1,7 @@
 """What the input rules cost per request (run by hand: python bench/inputs.py).
 
 The boundary work a native call does before anything else: parsing the envelope with the
-strict model, and the text scan for NUL escapes and suspicious numbers (proxy/strict.py),
+strict model, and the text scan for NUL escapes and suspicious numbers (proxy/core/input_rules.py),
 for a typical envelope, a 100 KiB one and a 1 MiB one; and the walk a suspicious body gets.
 """
 
@@ -16,8 +16,8 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from proxy.envelope import InvokeRequest  # noqa: E402
-from proxy.strict import json_text_problem  # noqa: E402
+from proxy.core.envelope import InvokeRequest  # noqa: E402
+from proxy.core.input_rules import json_text_problem  # noqa: E402
 
 
 def per_call_us(fn, data: bytes, rounds: int) -> tuple[float, float]:

@@ -1,5 +1,5 @@
 """Benchmark: what writing one call's journal entry costs Postgres, in the backend's CPU, by the
-writer's own statement (proxy.journal.write_raw) at several batch sizes, beside what reading
+writer's own statement (proxy.records.journal.write_raw) at several batch sizes, beside what reading
 the same JSON text costs alone (as text, as json, as jsonb). Entries are shaped like a `math`
 call's (usage, call row, decision with its input and output, three events: ~3.6 KB), each with
 ids of its own, written into an embedded Postgres with the project's migrations. Run by hand:
@@ -29,11 +29,11 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.procs import Sampler  # noqa: E402
-from proxy.db import migrate  # noqa: E402
-from proxy.embedded.postgres import EmbeddedPostgres  # noqa: E402
-from proxy.embedded.ports import free_port  # noqa: E402
-from proxy.ids import new_id  # noqa: E402
-from proxy.journal import write_raw  # noqa: E402
+from infra.db import migrate  # noqa: E402
+from infra.embedded.postgres import EmbeddedPostgres  # noqa: E402
+from infra.embedded.ports import free_port  # noqa: E402
+from infra.ids import new_id  # noqa: E402
+from proxy.records.batch_write import write_raw
 
 
 def entry(i: int, now: datetime) -> bytes:

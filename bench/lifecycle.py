@@ -23,15 +23,15 @@ import nats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.setup import bench_stack, prepare, remove  # noqa: E402
-from proxy.calls import CallRecord  # noqa: E402
+from bench.setup import TEAM, bench_stack, prepare, remove  # noqa: E402
+from proxy.records.calls import CallRecord  # noqa: E402
 from proxy.config import Settings  # noqa: E402
-from proxy.db import create_pool  # noqa: E402
-from proxy.events import event  # noqa: E402
-from proxy.journal import Journal  # noqa: E402
+from infra.db import create_pool  # noqa: E402
+from proxy.records.events import event  # noqa: E402
+from proxy.records.journal import Journal  # noqa: E402
 from proxy.metrics import Metrics  # noqa: E402
-from proxy.tokens import mint  # noqa: E402
-from proxy.usage import UsageRecord  # noqa: E402
+from proxy.identity.tokens import mint  # noqa: E402
+from proxy.records.usage import UsageRecord  # noqa: E402
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -45,7 +45,8 @@ async def idempotent_vs_plain(url: str, headers: dict[str, str], n: int) -> list
         for label, keyed in (("plain", False), ("idempotent", True), ("plain", False), ("idempotent", True)):
             lat = []
             for i in range(n):
-                body = {"tool": "math", "args": {"expr": f"{i}+1"}}
+                body = {"tool": "math", "args": {"expr": f"{i}+1"},  # the seed's envelope
+                        "context": {"team_id": TEAM, "agent_run_id": f"run-{i % 16}"}}
                 if keyed:
                     body["idempotency_key"] = uuid.uuid4().hex
                 t = time.perf_counter()

@@ -3,7 +3,7 @@
 1. The cost of one rate-limit check with the shared store, p50/p99 (µs), and the alternative
    considered: the same GCRA as one Postgres function call per check.
 2. The whole pipeline (math, 32 clients, distinct args) with limits and the usage/decision
-   journal on, and with both off (TOOLPROXY_BENCH_DISABLE=limits,journal).
+   journal on, and with both replaced by nothing (bench/without.py, BENCH_WITHOUT=limits,journal).
 3. Usage rows written per second by the journal writer (entries published to JetStream, then
    drained into Postgres in batches).
 """
@@ -29,13 +29,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.load import Result, run  # noqa: E402
 from bench.setup import TEAM, bench_stack, prepare, remove  # noqa: E402
-from proxy.cli.up import Stack  # noqa: E402
-from proxy.db import create_pool  # noqa: E402
-from proxy.journal import Entry, Journal, dumps  # noqa: E402
-from proxy.limits.nats_store import NatsLimiter  # noqa: E402
-from proxy.limits.pg_store import PostgresLimiter  # noqa: E402
+from cli.up import Stack  # noqa: E402
+from infra.db import create_pool  # noqa: E402
+from proxy.records.entry import Entry, dumps
+from proxy.records.journal import Journal
+from proxy.core.limits.nats_store import NatsLimiter  # noqa: E402
+from proxy.core.limits.pg_store import PostgresLimiter  # noqa: E402
 from proxy.metrics import Metrics  # noqa: E402
-from proxy.usage import UsageRecord  # noqa: E402
+from proxy.records.usage import UsageRecord  # noqa: E402
 
 def pct(xs: list[float], p: float) -> float:
     xs = sorted(xs)
@@ -112,8 +113,8 @@ async def _invoke_load(label: str, url: str, headers: dict[str, str], concurrenc
 
 
 async def pipeline(seconds: float, disable: str, concurrency: int, store: str = "postgres") -> Result:
-    stack = bench_stack(min(4, os.cpu_count() or 1), TOOLPROXY_BENCH_DISABLE=disable,
-                        TOOLPROXY_LIMITS_STORE=store)
+    extra = {"command": "bench.without", "BENCH_WITHOUT": disable} if disable else {}
+    stack = bench_stack(min(4, os.cpu_count() or 1), TOOLPROXY_LIMITS_STORE=store, **extra)
     try:
         await stack.start()
         headers = await prepare(stack)  # limits high: the bench measures the check, not refusals

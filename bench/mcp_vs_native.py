@@ -34,9 +34,9 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.load import Result, run  # noqa: E402
-from bench.setup import HIGH, bench_stack, prepare, remove  # noqa: E402
-from proxy.embedded.child import Child  # noqa: E402
-from proxy.embedded.ports import free_port  # noqa: E402
+from bench.setup import HIGH, TEAM, bench_stack, prepare, remove  # noqa: E402
+from infra.embedded.child import Child  # noqa: E402
+from infra.embedded.ports import free_port  # noqa: E402
 
 ACCEPT = "application/json, text/event-stream"
 MODERN = "2026-07-28"
@@ -49,11 +49,11 @@ from aiohttp import web
 import mcp_types as types
 from mcp.server.lowlevel.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from proxy.app import create_app
-from proxy.appkeys import PIPELINE, identity_of
+from proxy.web.app import create_app
+from proxy.web.keys import PIPELINE, identity_of
 from proxy.config import Settings
-from proxy.envelope import InvokeRequest
-from proxy.pipeline import error_outcome
+from proxy.core.envelope import InvokeRequest
+from proxy.core.outcome import Outcome, response_body
 from proxy.errors import ApiError
 
 async def call_tool(ctx, params):
@@ -62,9 +62,9 @@ async def call_tool(ctx, params):
     try:
         outcome = await pipeline.invoke(identity, InvokeRequest(tool=params.name, args=params.arguments or {}))
     except ApiError as exc:
-        outcome = error_outcome(exc)
-    body = outcome.body
-    ok = body.get("ok") is True
+        outcome = Outcome.refused(exc)
+    body = response_body(outcome)
+    ok = outcome.ok
     return types.CallToolResult(content=[types.TextContent(type="text", text=str(body.get("output") if ok else body))],
                                 structured_content=body.get("output") if ok else body, is_error=not ok)
 
@@ -180,17 +180,19 @@ async def interleaved(rows: list[tuple[str, str, dict[str, str], Callable[[], by
 
 def native_body() -> Callable[[], bytes]:
     expr = counter_exprs()
-    return lambda: orjson.dumps({"tool": "math", "args": {"expr": expr()}})
+    runs = itertools.count()
+    return lambda: orjson.dumps({"tool": "math", "args": {"expr": expr()},  # the seed's envelope
+                                 "context": {"team_id": TEAM, "agent_run_id": f"run-{next(runs) % 16}"}})
 
 
 def call_body(meta: dict | None = None) -> Callable[[], bytes]:
     expr, ids = counter_exprs(), itertools.count(1)
 
     def make() -> bytes:
-        params: dict = {"name": "math", "arguments": {"expr": expr()}}
-        if meta is not None:
-            params["_meta"] = meta
-        return orjson.dumps({"jsonrpc": "2.0", "id": next(ids), "method": "tools/call", "params": params})
+        n = next(ids)
+        params: dict = {"name": "math", "arguments": {"expr": expr()}, "_meta": {
+            **(meta or {}), "toolproxy/context": {"team_id": TEAM, "agent_run_id": f"run-{n % 16}"}}}
+        return orjson.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": params})
     return make
 
 

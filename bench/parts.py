@@ -1,5 +1,6 @@
 """Benchmark: what each part of the pipeline costs. The whole stack, then the same stack with one
-part switched off (TOOLPROXY_BENCH_DISABLE): the journal's writer (records made durable in
+part replaced by bench/without.py (the stack's processes run from that module; no setting of
+the product switches a part off): the journal's writer (records made durable in
 JetStream, never drained to Postgres), the whole journal (nothing published, nothing written),
 the limits, and both. Fresh stacks in turn, `rounds` times, the bare aiohttp handler in the same
 run; `math` with the seed's envelope and a new expression per request. Run by hand:
@@ -34,7 +35,8 @@ VARIANTS = {
 
 
 async def one(disable: str, lua: str, seconds: float) -> tuple[Wrk, Wrk]:
-    stack = bench_stack(2, **({"TOOLPROXY_BENCH_DISABLE": disable} if disable else {}))
+    stack = (bench_stack(2, command="bench.without", BENCH_WITHOUT=disable) if disable
+             else bench_stack(2))
     try:
         await stack.start()
         auth = {"Authorization": (await prepare(stack))["Authorization"]}

@@ -26,8 +26,8 @@ from pdp.embedded import EmbeddedEngine  # noqa: E402
 from pdp.point import PolicyDecisionPoint  # noqa: E402
 from pdp.policy_set import load_policy_dir  # noqa: E402
 from proxy.config import Settings  # noqa: E402
-from proxy.tokens import ensure_dev_key, mint  # noqa: E402
-from tests.infra import ProxyProcess  # noqa: E402
+from proxy.identity.tokens import ensure_dev_keys, mint  # noqa: E402
+from tests.support.infra import ProxyProcess  # noqa: E402
 
 
 class FixedGrants:
@@ -92,7 +92,8 @@ async def grant_propagation(rounds: int) -> list[float]:
     try:
         await stack.start()
         # Replica B verifies tokens with the same key as A (the stack's dev key).
-        replica = ProxyProcess(stack.database_url, stack.nats_url, ensure_dev_key(stack.data_dir))
+        replica = ProxyProcess(stack.database_url, stack.nats_url, None, **stack.replica_env(),
+                               TOOLPROXY_JWT_KEYS_FILE=str(ensure_dev_keys(stack.data_dir)))
         await replica.start()
         settings = Settings(data_dir=stack.data_dir)
         admin = {"Authorization": f"Bearer {mint(settings, agent_id='root', team_id='ops', role='admin', ttl_s=600)}"}

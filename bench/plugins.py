@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.setup import TEAM, bench_stack, prepare, remove  # noqa: E402
 from proxy.config import Settings  # noqa: E402
-from proxy.tokens import mint  # noqa: E402
+from proxy.identity.tokens import mint  # noqa: E402
 from services.plugins.bundle import check_plugin, pack_directory, read_archive  # noqa: E402
 from services.plugins.config import SandboxLimits  # noqa: E402
 from services.plugins.pool import Job, WorkerPool  # noqa: E402

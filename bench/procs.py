@@ -3,7 +3,10 @@ started and all of its descendants (proxy workers, Postgres backends)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -80,3 +83,20 @@ class Sampler:
     def rss_mb(self) -> float:
         self.cpu()
         return self.peak_rss / (1 << 20)
+
+    @contextlib.asynccontextmanager
+    async def sampling(self, every_s: float = 1.0) -> AsyncIterator[None]:
+        """Memory sampled while the body runs (a load's peak, not an idle snapshot): the
+        largest total PSS seen is kept in `peak_rss`."""
+        async def loop() -> None:
+            while True:
+                await asyncio.to_thread(self.cpu)
+                await asyncio.sleep(every_s)
+
+        task = asyncio.ensure_future(loop())
+        try:
+            yield
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

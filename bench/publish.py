@@ -33,10 +33,11 @@ from nats.js.api import RetentionPolicy, StorageType
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.procs import Sampler  # noqa: E402
-from proxy.embedded.nats import EmbeddedNats  # noqa: E402
-from proxy.embedded.ports import free_port  # noqa: E402
-from proxy.ids import new_hex  # noqa: E402
-from proxy.journal import call_subject, ensure_stream, stream_config  # noqa: E402
+from infra.embedded.nats import EmbeddedNats  # noqa: E402
+from infra.embedded.ports import free_port  # noqa: E402
+from infra.ids import new_hex  # noqa: E402
+from proxy.records.entry import call_subject
+from proxy.records.journal import ensure_stream, stream_config
 
 def own_cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
@@ -63,7 +64,7 @@ async def measure(label: str, n: int, in_flight: int, per_message: int, server: 
           f"publisher {own_us:6.1f} us, NATS server {server_us:6.1f} us, both {own_us + server_us:6.1f} us")
 
 
-# The journal's stream (proxy.journal.stream_config), each variant changed in one respect:
+# The journal's stream (proxy.records.journal.stream_config), each variant changed in one respect:
 # (storage, retention, a subject per call, Nats-Msg-Id).
 _VARIANTS = {
     "as the journal's stream": (StorageType.FILE, RetentionPolicy.WORK_QUEUE, True, True),

@@ -17,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.pipeline import NATIVE_LUA, bare_handler, require_wrk, wrk  # noqa: E402
 from bench.setup import AGENT, TEAM, bench_stack, prepare, remove  # noqa: E402
 from proxy.config import Settings  # noqa: E402
-from proxy.tokens import mint  # noqa: E402
-from tests.infra import ProxyProcess  # noqa: E402
+from proxy.identity.tokens import mint  # noqa: E402
+from tests.support.infra import ProxyProcess  # noqa: E402
 
 
 async def set_rate(url: str, admin: str, per_minute: int) -> None:
@@ -56,8 +56,9 @@ async def _replicas(stack, bare_url: str, seconds: float, rate_per_minute: int) 
     await stack.start()
     headers = await prepare(stack)
     auth = {"Authorization": headers["Authorization"]}
-    secret = (stack.data_dir / "secrets" / "jwt.key").read_text().strip()
-    second = ProxyProcess(stack.database_url, stack.nats_url, secret,
+    keys = str(stack.data_dir / "secrets" / "jwt-keys.json")  # the stack's key set, shared
+    second = ProxyProcess(stack.database_url, stack.nats_url, None, TOOLPROXY_JWT_KEYS_FILE=keys,
+                          **stack.replica_env(),
                           TOOLPROXY_TEAM_RATE_PER_MINUTE='{"A": 1000000000}')
     await second.start()
     lua = NATIVE_LUA.replace("TEAM", TEAM)

@@ -29,10 +29,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.procs import Sampler  # noqa: E402
-from proxy.embedded.nats import EmbeddedNats  # noqa: E402
-from proxy.embedded.ports import free_port  # noqa: E402
-from proxy.forward import CallMeta, headers_for  # noqa: E402
-from proxy.ids import new_id  # noqa: E402
+from infra.embedded.nats import EmbeddedNats  # noqa: E402
+from infra.embedded.ports import free_port  # noqa: E402
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey  # noqa: E402
+
+from infra.call_keys import encode_public  # noqa: E402
+from proxy.core.forward import CallMeta, headers_for  # noqa: E402
+from proxy.core.signing import ContextSigner  # noqa: E402
+from wire.call_context import H_CALL_CONTEXT  # noqa: E402
+from infra.ids import new_id  # noqa: E402
 
 SUBJECT = "bench.sdk.math"
 
@@ -44,13 +49,13 @@ URL, KIND, SUBJECT = sys.argv[1], sys.argv[2], sys.argv[3]
 async def main():
     nc = await nats.connect(URL)
     if KIND == "sdk":
-        from services.math_service import math_tool
-        from services.sdk import protocol
+        from services.math.service import math_tool
+        from wire import protocol
         from services.sdk.service import Service
         protocol.invoke_subject = lambda tool: SUBJECT  # the SDK as it is, on a subject of its own
         await Service(name="bench-math", tools=[math_tool]).start(nc)
     else:
-        from services.math_eval import evaluate
+        from services.math.ops import evaluate
         async def answer(msg):
             expr = orjson.loads(msg.data)["args"]["expr"]
             await nc.publish(msg.reply, orjson.dumps({"ok": True, "output": {"value": evaluate(expr)}}))
@@ -63,16 +68,26 @@ uvloop.run(main())
 '''
 
 
-def headers(deadline_s: float) -> dict[str, str]:
-    """The headers the proxy sends with every call, for a new call."""
+# The SDK verifies the proxy's signature on every call (services/sdk/trust.py): the responder
+# trusts this key's public half, as services trust the proxy's.
+KEY = Ed25519PrivateKey.generate()
+SIGNER = ContextSigner(KEY)
+
+
+def headers(deadline_s: float, payload: bytes) -> dict[str, str]:
+    """The headers the proxy sends with every call, for a new call, its context signed."""
     meta = CallMeta(call_id=new_id(), decision_id=new_id(), team_id="bench", agent_id="bench-agent",
                     run_id="run-1", confidential=False)
-    return headers_for(meta, time.time() + deadline_s)
+    deadline = time.time() + deadline_s
+    h = headers_for(meta, deadline)
+    h[H_CALL_CONTEXT] = SIGNER.seal(meta, subject=SUBJECT, body=payload, deadline_epoch_s=deadline)
+    return h
 
 
 async def measure(url: str, kind: str, requests: int) -> tuple[float, float]:
     """(responder CPU, wall) per request, in microseconds."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(ROOT),
+               TOOLPROXY_CALL_CONTEXT_PUBLIC_KEYS=encode_public(KEY.public_key()))
     proc = subprocess.Popen([sys.executable, "-c", RESPONDER, url, kind, SUBJECT],
                             stdout=subprocess.PIPE, text=True, env=env)
     try:
@@ -80,13 +95,14 @@ async def measure(url: str, kind: str, requests: int) -> tuple[float, float]:
         sampler = Sampler({"responder": proc.pid})
         nc = await nats.connect(url)
         for i in range(300):  # warm both sides
-            await nc.request(SUBJECT, orjson.dumps({"args": {"expr": f"{i}+1"}, "context": {}}),
-                             headers=headers(5), timeout=5)
+            body = orjson.dumps({"args": {"expr": f"{i}+1"}, "context": {}})
+            await nc.request(SUBJECT, body, headers=headers(5, body), timeout=5)
         sampler.mark()
+        bodies = [orjson.dumps({"args": {"expr": f"{i}+{i}*4"}, "context": {}}) for i in range(requests)]
+        signed = [headers(5, b) for b in bodies]  # signed before the clock starts: the proxy's cost
         t0 = time.perf_counter()
-        for i in range(requests):
-            reply = await nc.request(SUBJECT, orjson.dumps({"args": {"expr": f"{i}+{i}*4"}, "context": {}}),
-                                     headers=headers(5), timeout=5)
+        for body, h in zip(bodies, signed):
+            reply = await nc.request(SUBJECT, body, headers=h, timeout=5)
         wall = time.perf_counter() - t0
         cpu = sampler.since_mark()["responder"]
         assert orjson.loads(reply.data)["ok"] is True, reply.data

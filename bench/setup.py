@@ -9,24 +9,25 @@ from pathlib import Path
 
 import aiohttp
 
-from proxy.cli.up import Stack
+from cli.up import Stack
 from proxy.config import Settings
-from proxy.embedded.ports import free_port
-from proxy.tokens import mint
-from tests.infra import scratch_dir
+from infra.embedded.ports import free_port
+from proxy.identity.tokens import mint
+from tests.support.infra import scratch_dir
 
 HIGH = "1000000000"
 TEAM = "bench"
 AGENT = "bench-agent"
 
 
-def bench_stack(workers: int, **env: str) -> Stack:
+def bench_stack(workers: int, command: str = "cli.main", **env: str) -> Stack:
     env = {
         "TOOLPROXY_LOG_LEVEL": "warning",
         "TOOLPROXY_TEAM_RATE_PER_MINUTE": f'{{"A": {HIGH}, "B": {HIGH}, "C": {HIGH}, "D": {HIGH}}}',
         **env,
     }
-    return Stack(scratch_dir("toolproxy-bench-") / "data", free_port(), workers, env=env, quiet=True)
+    return Stack(scratch_dir("toolproxy-bench-") / "data", free_port(), workers, env=env, quiet=True,
+                 command=command)
 
 
 async def prepare(stack: Stack, tools: tuple[str, ...] = ("math",), *, team: str = TEAM,

@@ -1,5 +1,6 @@
 """Where a call's time goes: the stack with tracing on (OTLP/HTTP to a local receiver), `math`
-with the seed's envelope and a new expression per call, at 1 and 32 connections; prints the
+with the seed's envelope and a new expression per call (or `--realistic`: bench/mix.py's
+realistic mix), at 1 and 32 connections; prints the
 p50, p99 and mean of each stage's span. Run by hand: `python bench/stages.py`. (Tracing costs time
 itself: the headline figures come from bench/pipeline.py, with tracing off.)"""
 
@@ -13,15 +14,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import mix  # noqa: E402
 from bench.pipeline import NATIVE_LUA, wrk  # noqa: E402
 from bench.setup import TEAM, bench_stack, prepare, remove  # noqa: E402
-from proxy.tracing import STAGES  # noqa: E402
-from tests.otlp_receiver import OtlpReceiver  # noqa: E402
+from infra.tracing import STAGES  # noqa: E402
+from tests.support.otlp_receiver import OtlpReceiver  # noqa: E402
 
 ROOT = "POST /v1/tools/invoke"
 
 
-async def main(seconds: float, workers: int) -> None:
+async def main(seconds: float, workers: int, realistic: bool) -> None:
     receiver = OtlpReceiver()
     await receiver.start()
     stack = bench_stack(workers, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint,
@@ -32,6 +34,8 @@ async def main(seconds: float, workers: int) -> None:
         headers = await prepare(stack)
         auth = {"Authorization": headers["Authorization"]}
         lua = NATIVE_LUA.replace("TEAM", TEAM)
+        if realistic:
+            lua, auth = mix.realistic_lua(await mix.populate(stack)), {}
         await asyncio.to_thread(wrk, "warm-up", stack.url, lua, auth, 8, 2)
         for c in (1, 32):
             await asyncio.sleep(1.0)
@@ -60,5 +64,6 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--realistic", action="store_true", help="bench/mix.py's realistic mix")
     a = ap.parse_args()
-    asyncio.run(main(a.seconds, a.workers))
+    asyncio.run(main(a.seconds, a.workers, a.realistic))

@@ -2,7 +2,7 @@
 
 p50/p99 through the proxy at one client for llm.chat, router.route and agent.invoke, with the
 seed's envelope (context.team_id and agent_run_id), on a `toolproxy up`-shaped stack. llm.chat
-runs against a local OpenAI-compatible server (tests/fake_llm.py) on loopback; its own latency
+runs against a local OpenAI-compatible server (tests/support/fake_llm.py) on loopback; its own latency
 is measured with the same client (openai) called directly, and the difference is the proxy's
 overhead. llm.chat is measured twice: without a token quota, and with one (the estimate is
 reserved before the call and settled after). router.route is measured with one request
@@ -30,10 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.setup import AGENT, TEAM, bench_stack, prepare, remove  # noqa: E402
 from proxy.config import Settings  # noqa: E402
-from proxy.tokens import mint  # noqa: E402
+from proxy.identity.tokens import mint  # noqa: E402
 from services.agents.protocol import AgentRequest, agent_subject  # noqa: E402
 from services.agents.runtime import AgentRuntime  # noqa: E402
-from tests.fake_llm import FakeLLM  # noqa: E402
+from tests.support.fake_llm import FakeLLM  # noqa: E402
 
 KEY = "sk-bench-key"
 MODELS = "small,medium,large"

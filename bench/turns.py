@@ -5,10 +5,11 @@
    until COMPLETED; p50/p99 of each half and of their sum.
 2. The model runtime's overhead per model step over the upstream's own latency: turns of K
    tool-calling steps and a final answer against the scripted OpenAI-compatible server
-   (tests/fake_model.py) answering after a fixed delay; overhead = (turn wall time - the
+   (tests/support/fake_llm.py) answering after a fixed delay; overhead = (turn wall time - the
    time the upstream spent on its requests, measured by the upstream) / model steps. Each
-   step includes its tool call (math) through the whole pipeline; a native math call's p50
-   is printed beside it for comparison.
+   step is an llm.chat call through the whole pipeline (to the llm service, which asks the
+   upstream) and includes its tool call (math), also through the pipeline; a native math
+   call's p50 is printed beside it for comparison.
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.setup import TEAM, bench_stack, prepare, remove  # noqa: E402
 from proxy.config import Settings  # noqa: E402
-from proxy.tokens import mint  # noqa: E402
-from tests.fake_model import Answer, FakeModel, call, say  # noqa: E402
+from proxy.identity.tokens import mint  # noqa: E402
+from tests.support.fake_llm import FakeLLM, Step, call, say  # noqa: E402
+
+KEY = "bench"
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -78,7 +81,7 @@ async def native_math(url: str, headers: dict[str, str], n: int) -> float:
     return pct(lat, .5)
 
 
-async def model_overhead(url: str, headers: dict[str, str], fake: FakeModel, turns: int,
+async def model_overhead(url: str, headers: dict[str, str], fake: FakeLLM, turns: int,
                          steps: int) -> list[str]:
     per_step, walls = [], []
     async with aiohttp.ClientSession(headers=headers) as s:
@@ -100,7 +103,7 @@ async def model_overhead(url: str, headers: dict[str, str], fake: FakeModel, tur
 
 
 def script(steps: int):
-    def answer(request: dict, _n: int) -> Answer:
+    def answer(request: dict, _n: int) -> Step:
         done = sum(1 for m in request["messages"] if m["role"] == "tool")
         if done >= steps:
             return say("finished")
@@ -109,15 +112,19 @@ def script(steps: int):
 
 
 async def run(mode: str, args: argparse.Namespace) -> list[str]:
-    fake = await FakeModel(script(args.steps), latency_s=args.upstream_ms / 1000).start()
-    env = {"TOOLPROXY_MODEL_BASE_URL": fake.base_url, "TOOLPROXY_MODEL_NAME": "fake-model",
-           "TOOLPROXY_MODEL_API_KEY": "bench", "TOOLPROXY_MODEL_STREAM": str(mode == "sse").lower(),
+    fake = FakeLLM(KEY)
+    await fake.start()
+    fake.play(script(args.steps), latency_s=args.upstream_ms / 1000)
+    # The model agent's steps are llm.chat calls: the llm service's upstream is the fake.
+    env = {"TOOLPROXY_LLM_BASE_URL": fake.base_url, "TOOLPROXY_LLM_MODELS": "fake-model",
+           "TOOLPROXY_LLM_API_KEY": KEY, "TOOLPROXY_LLM_STREAM": str(mode == "sse").lower(),
            "TOOLPROXY_TURN_MAX_CALLS": str(args.steps + 8)}
     stack = bench_stack(1, **env)
     out: list[str] = []
     try:
         await stack.start()
-        headers = await prepare(stack, tools=("math", "task.list", "greenfood.order"))
+        # llm.chat allowed to the bench agent (category C), at a rate that measures, not limits
+        headers = await prepare(stack, tools=("math", "task.list", "greenfood.order", "llm.chat"))
         settings = Settings(data_dir=stack.data_dir)
         gov = {"Authorization": f"Bearer {mint(settings, agent_id='bench-gov', team_id=TEAM, role='governance', ttl_s=3600)}"}
         if mode == "json":

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.pipeline import NATIVE_LUA  # noqa: E402
 from bench.setup import TEAM, bench_stack, prepare, remove  # noqa: E402
 from proxy.config import Settings  # noqa: E402
-from proxy.tokens import mint  # noqa: E402
+from proxy.identity.tokens import mint  # noqa: E402
 
 
 def background_wrk(url: str, lua: str, headers: dict[str, str], connections: int) -> subprocess.Popen[bytes]:

@@ -1,1 +1,1 @@
-"""Ordered SQL migrations, applied by proxy.db.migrate (file names sort in order)."""
+"""Ordered SQL migrations, applied by infra.db.migrate (file names sort in order)."""

@@ -34,13 +34,15 @@ class DecisionCache:
     @staticmethod
     def key(revision: str, doc: dict[str, Any], reads: InputReads = EVERYTHING) -> bytes:
         """The revision and what the policy reads: a tool's arguments only when its rules
-        read them, the run id only when the policy does (see pdp.reads)."""
-        if not reads.reads_args(doc["tool"]["tool_id"]) or not reads.agent_run_id:
+        read them, the run id and the agent's id only when the policy does (see pdp.reads)."""
+        if not reads.reads_args(doc["tool"]["tool_id"]) or not reads.agent_run_id or not reads.agent_id:
             doc = dict(doc)
             if not reads.reads_args(doc["tool"]["tool_id"]):
                 doc["args"] = None
             if not reads.agent_run_id:
                 doc["context"] = {k: v for k, v in doc["context"].items() if k != "agent_run_id"}
+            if not reads.agent_id:
+                doc["subject"] = {k: v for k, v in doc["subject"].items() if k != "agent_id"}
         return revision.encode() + b"\0" + orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
 
     def get(self, key: bytes) -> Any | None:

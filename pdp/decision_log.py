@@ -10,7 +10,7 @@ from typing import Any
 import asyncpg
 
 from pdp.decision import Decision
-from pdp.digest import args_digest
+from wire.digest import args_digest
 
 REDACTED = "[redacted]"
 

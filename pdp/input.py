@@ -23,12 +23,15 @@ def build_input(
     overrides: Iterable[Mapping[str, Any]] = (),
     team_rules: Iterable[Mapping[str, Any]] = (),
     approval: Mapping[str, Any] | None = None,
+    scopes: Iterable[str] = (),
 ) -> dict[str, Any]:
-    """Only chosen fields: never whole headers, tokens or anything the policy should not see."""
+    """Only chosen fields: never whole headers, tokens or anything the policy should not see.
+    `scopes` are the token's OAuth scopes (none for the dev issuer's tokens)."""
     name = tool["tool_id"]
     return {
         "version": INPUT_VERSION,
-        "subject": {"agent_id": agent_id, "team_id": team_id, "roles": sorted(roles)},
+        "subject": {"agent_id": agent_id, "team_id": team_id, "roles": sorted(roles),
+                    "scopes": sorted(set(scopes))},
         "action": f"tool.{name}.invoke",
         "tool": {
             "tool_id": name,
@@ -58,7 +61,7 @@ def build_input(
             for o in overrides
             if o["tool"] == name
         ],
-        # The subject's own team's rules for this tool (pdp/team_rules.py): they only tighten.
+        # The subject's own team's rules for this tool (pdp/data/team_rules.py): they only tighten.
         "team_rules": [
             {
                 "tool": r["tool"],

@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import structlog
 from opa_client.opa_async import AsyncOpaClient
 
+from infra.lifecycle import cancel_and_wait
 from pdp.embedded import compile_bundle
 from pdp.errors import EngineError, PolicyInvalid
 from pdp.policy_set import PACKAGE_PATH, PolicySet
@@ -134,9 +135,6 @@ class OpaEngine:
         return result.get("result")
 
     async def close(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
+        await cancel_and_wait(self._watch)
         if self._started:
             await self._client.__aexit__(None, None, None)

@@ -13,7 +13,7 @@ from pdp.cache import DecisionCache
 from pdp.decision import Decision, parse_decision
 from pdp.engine import Engine
 from pdp.errors import PdpError, PdpTimeout
-from pdp.grants import GrantCache
+from pdp.data.grants import GrantCache
 from pdp.input import Phase, build_input
 from pdp.policy_set import PolicySet
 from pdp.reads import EVERYTHING, InputReads, declared_reads
@@ -66,6 +66,7 @@ class PolicyDecisionPoint:
         context: Mapping[str, Any],
         phase: Phase,
         approval: Mapping[str, Any] | None = None,
+        scopes: Iterable[str] = (),
     ) -> tuple[Decision, float, dict[str, Any] | None]:
         """Returns (decision, seconds spent, the input document evaluated)."""
         started = time.perf_counter()
@@ -86,6 +87,7 @@ class PolicyDecisionPoint:
                 team_rules=self.grants.team_rules(team_id, tool["tool_id"]),
                 approval=approval,
                 phase=phase,
+                scopes=scopes,
             )
             decision = await self._evaluate(revision, doc, decision_id)
         except PdpError as exc:

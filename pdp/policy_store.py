@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import asyncpg
-import structlog
 
-from pdp.listener import Listener
+from infra.pg_listener import Follower, Listener
 from pdp.policy_set import PolicySet
-
-log = structlog.get_logger("toolproxy.policy")
 
 CHANNEL = "toolproxy_policy"
 
@@ -86,37 +81,26 @@ async def revision_tests(pool: asyncpg.Pool, revision: str) -> dict[str, Any] | 
 
 
 class PolicyWatcher:
-    """Follows activations and hands each new revision to `apply` (which may reject it)."""
+    """Follows activations and hands each new revision to `apply` (which may reject it), with
+    whether something asked for it (a push, a reconnect) rather than the periodic check."""
 
     def __init__(self, pool: asyncpg.Pool, listener: Listener,
                  apply: Callable[[PolicySet, bool], Awaitable[None]]) -> None:
         self._pool = pool
         self._listener = listener
         self._apply = apply
-        self._task: asyncio.Task[None] | None = None
-        self._wake = asyncio.Event()
+        self._follower: Follower | None = None
 
     async def start(self) -> None:
-        await self._listener.subscribe(CHANNEL, lambda _: self._wake.set(), on_reconnect=self._wake.set)
-        self._task = asyncio.create_task(self._loop(), name="policy-watcher")
+        self._follower = await self._listener.follow(CHANNEL, reload=self._refresh, every_s=30.0,
+                                                     name="policy-watcher")
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        if self._follower is not None:
+            await self._follower.close()
 
-    async def _loop(self) -> None:
-        while True:
-            woken = False
-            with contextlib.suppress(asyncio.TimeoutError):
-                woken = await asyncio.wait_for(self._wake.wait(), 30.0)
-            self._wake.clear()
-            try:
-                policies = await active_policies(self._pool)
-                if policies is not None:
-                    await self._apply(policies, woken)
-            except Exception as exc:
-                log.warning("policy_refresh_failed", error=str(exc))
-                await asyncio.sleep(1.0)
-                self._wake.set()
+    async def _refresh(self) -> None:
+        assert self._follower is not None
+        policies = await active_policies(self._pool)
+        if policies is not None:
+            await self._apply(policies, self._follower.asked)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import re
+
 import orjson
 from regopy import Interpreter, RegoError
 
@@ -18,6 +20,7 @@ QUERY = "data.toolproxy.authz.input_reads"
 class InputReads:
     args_of: frozenset[str] | None = None  # tools whose decision reads `args`; None: every tool
     agent_run_id: bool = True
+    agent_id: bool = True  # the subject's own id (its grants and overrides are keyed anyway)
 
     def reads_args(self, tool_id: str) -> bool:
         return self.args_of is None or tool_id in self.args_of
@@ -49,4 +52,20 @@ def declared_reads(policies: PolicySet) -> InputReads:
         args_of = None
     else:
         args_of = frozenset(args)
-    return InputReads(args_of=args_of, agent_run_id=value.get("agent_run_id") is not False)
+    return InputReads(args_of=args_of, agent_run_id=value.get("agent_run_id") is not False,
+                      agent_id=value.get("agent_id") is not False or _names_agent_id(policies))
+
+
+_COMMENT = re.compile(r"#.*$", re.M)
+_DECLARATION = re.compile(r"^\s*input_reads\s*:?=.*$", re.M)
+
+
+def _names_agent_id(policies: PolicySet) -> bool:
+    """Whether any rule names `agent_id` (outside comments and the declaration itself): a
+    module a governance admin adds that reads the agent's id, without changing the declaration,
+    must not share one agent's decision with another."""
+    for source in policies.modules.values():
+        code = _DECLARATION.sub("", _COMMENT.sub("", source))
+        if "agent_id" in code:
+            return True
+    return False

@@ -43,10 +43,6 @@ class InvalidRequest(ApiError, ValueError):
     http_status = 400
 
 
-class InvalidArgs(ApiError, ValueError):
-    code = "invalid_args"
-    http_status = 400
-
 
 class Unauthenticated(ApiError, PermissionError):
     code = "unauthenticated"
@@ -59,11 +55,6 @@ class Forbidden(ApiError, PermissionError):
     code = "forbidden"
     http_status = 403
 
-
-class Denied(ApiError, PermissionError):
-    code = "denied"
-    http_status = 403
-    status = "DENIED"
 
 
 class NotFound(ApiError, LookupError):
@@ -102,29 +93,18 @@ class UnsupportedMediaType(ApiError, ValueError):
     http_status = 415
 
 
-class ToolUnavailable(ApiError):
-    code = "tool_unavailable"
+
+
+
+class TooManyStreams(ApiError):
+    """The replica holds as many open streams as it may (the native events, the console's
+    inbox): poll instead, or retry."""
+
+    code = "too_many_streams"
     http_status = 503
-    status = "UNAVAILABLE"
-
-
-class PdpUnavailable(ApiError):
-    code = "pdp_unavailable"
-    http_status = 503
-    status = "UNAVAILABLE"
-
-
-class PolicyUndefined(PdpUnavailable):
-    code = "policy_undefined"
 
 
 class DependencyUnavailable(ApiError):
     code = "dependency_unavailable"
     http_status = 503
     status = "UNAVAILABLE"
-
-
-class ToolTimeout(ApiError, TimeoutError):
-    code = "timeout"
-    http_status = 504
-    status = "FAILED"

@@ -1,10 +1,27 @@
-"""Prometheus metrics, one registry per app (no process globals), namespaced toolproxy_."""
+"""Prometheus metrics, one registry per app (no process globals), namespaced toolproxy_.
+
+One scrape shows the whole replica: `serve --workers N` (and `up`) runs N worker processes on
+one port, so under it every worker writes its values to files in PROMETHEUS_MULTIPROC_DIR
+(prometheus-client's multiprocess mode, set up by the supervisor) and whichever worker is
+scraped answers for all of them: counters and histograms summed, each gauge as its
+`multiprocess_mode` says. Its gauges are one shared state every worker observes (the catalog,
+a quota counter, the journal's depth): the most recent observation, not a sum. A single
+process (one worker, the tests) keeps its values in memory, as before."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+
+
+def multiprocess_dir() -> str | None:
+    """Where the workers' values are, in multiprocess mode (read when prometheus-client is
+    imported: set before the worker starts)."""
+    return os.environ.get(MULTIPROC_ENV) or os.environ.get(MULTIPROC_ENV.lower()) or None
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 _PDP_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05)
@@ -61,7 +78,8 @@ class Metrics:
             "toolproxy_nats_errors_total", "NATS failures by kind", ["kind"], registry=r
         )
         self.catalog_tools = Gauge(
-            "toolproxy_catalog_tools", "Tools in the catalog", ["available"], registry=r
+            "toolproxy_catalog_tools", "Tools in the catalog", ["available"], registry=r,
+            multiprocess_mode="mostrecent",
         )
         self.catalog_rejected = Counter(
             "toolproxy_catalog_rejected_total", "Tool manifests refused by the catalog", registry=r
@@ -77,13 +95,15 @@ class Metrics:
             "What is left of today's quota (teams and agents with a quota configured)",
             ["team", "agent", "kind"],
             registry=r,
+            multiprocess_mode="mostrecent",
         )
         self.limits_errors = Counter(
             "toolproxy_limits_errors_total", "Limit checks that failed (the call was refused)",
             registry=r,
         )
         self.usage_pending = Gauge(
-            "toolproxy_usage_pending", "Usage records accepted but not yet in Postgres", registry=r
+            "toolproxy_usage_pending", "Usage records accepted but not yet in Postgres", registry=r,
+            multiprocess_mode="mostrecent",
         )
         self.usage_written = Counter(
             "toolproxy_usage_written_total", "Usage rows written to Postgres", registry=r
@@ -93,8 +113,13 @@ class Metrics:
         )
         self.journal_dead_letters = Counter(
             "toolproxy_journal_dead_letters_total",
-            "Journal entries Postgres refused repeatedly, set aside (logged in full)",
+            "Journal entries Postgres refused repeatedly, set aside in the dead-letter stream",
             registry=r,
+        )
+        self.journal_dead_letters_waiting = Gauge(
+            "toolproxy_journal_dead_letters_waiting",
+            "Dead letters kept in their stream, waiting to be replayed (shared by every replica)",
+            registry=r, multiprocess_mode="mostrecent",
         )
         self.journal_refused = Counter(
             "toolproxy_journal_batches_refused_total",
@@ -110,6 +135,18 @@ class Metrics:
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
             registry=r,
         )
+
+    def exposition(self) -> tuple[bytes, str]:
+        """The text a scrape gets (and its content type): the whole replica's, in
+        multiprocess mode; this process's otherwise."""
+        path = multiprocess_dir()
+        if path is None:
+            return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry, path=path)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
 
     def child(self, metric: Any, *values: str) -> Any:
         """`metric.labels(*values)` (positional, in the metric's label order), remembered: a call

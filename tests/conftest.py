@@ -1,17 +1,21 @@
-"""Session fixtures: one real Postgres and one real NATS (JetStream) for the whole run."""
+"""The suite's fixtures, and fixtures only (the helpers live in tests/support/): one real Postgres,
+NATS (JetStream) and OPA for the whole run, the proxy under test, a chain, a data directory."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 import pytest
 
-from proxy.db import create_pool, migrate
-from proxy.heap import freeze_startup_objects
-from tests.infra import OPA_ABSENT_REASON, fresh_database, nats_server, opa_server, postgres_server
+from infra.db import create_pool, migrate
+from infra.gc_tuning import freeze_startup_objects
+from tests.support.infra import OPA_ABSENT_REASON, fresh_database, nats_server, opa_server, postgres_server
+
+if TYPE_CHECKING:
+    from tests.support.chain_wallet import Chain
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -22,6 +26,23 @@ def _earlier_modules_out_of_the_collectors_sight() -> object:
     frozen, as a served process freezes its start-up objects."""
     yield
     freeze_startup_objects()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _services_trust_the_test_proxy_key() -> Iterator[None]:
+    """Every service a test starts (in this process or a child) verifies call contexts with
+    the test proxy's public key (tests.support.bus_auth), as TOOLPROXY_CALL_CONTEXT_PUBLIC_KEYS."""
+    import os
+
+    from tests.support.bus_auth import TEST_CALL_PUBLIC_TEXT
+
+    before = os.environ.get("TOOLPROXY_CALL_CONTEXT_PUBLIC_KEYS")
+    os.environ["TOOLPROXY_CALL_CONTEXT_PUBLIC_KEYS"] = TEST_CALL_PUBLIC_TEXT
+    yield
+    if before is None:
+        os.environ.pop("TOOLPROXY_CALL_CONTEXT_PUBLIC_KEYS", None)
+    else:
+        os.environ["TOOLPROXY_CALL_CONTEXT_PUBLIC_KEYS"] = before
 
 
 @pytest.fixture(scope="session")
@@ -53,6 +74,16 @@ async def nats_url() -> AsyncIterator[str]:
         yield url
 
 
+@pytest.fixture(scope="session")
+async def nats_cluster() -> AsyncIterator[Any]:
+    """A three-node JetStream cluster on loopback (slow to start: shared by the session; each
+    test starts with `whole`: every node running)."""
+    from tests.support.nats_cluster import nats_cluster as cluster
+
+    async with cluster(3) as c:
+        yield c
+
+
 @pytest.fixture
 async def kv_bucket(nats_url: str) -> AsyncIterator[Any]:
     """An empty in-memory JetStream KV bucket of the test's own, deleted afterwards."""
@@ -81,32 +112,32 @@ async def opa_url() -> AsyncIterator[str]:
 
 # --- the proxy under test ------------------------------------------------------------------
 
-import asyncio  # noqa: E402
+import shutil  # noqa: E402
 import uuid  # noqa: E402
-from collections.abc import Callable  # noqa: E402
+from collections.abc import Callable, Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from aiohttp.test_utils import TestClient  # noqa: E402
+from nats.aio.client import Client as NATS  # noqa: E402
 from pydantic import SecretStr  # noqa: E402
 
-from proxy import appkeys  # noqa: E402
-from proxy.app import create_app  # noqa: E402
-from proxy.bus import close as close_nats
-from proxy.bus import connect  # noqa: E402
+from proxy.web import keys as appkeys
+from proxy.web.app import create_app  # noqa: E402
+from infra.bus import close as close_nats
+from infra.bus import connect  # noqa: E402
 from proxy.config import Settings  # noqa: E402
-from proxy.tokens import mint  # noqa: E402
+from proxy.identity.tokens import mint  # noqa: E402
 from services.builtin import BUILTIN_TOOLS, LLM_TOOLS, builtin_services  # noqa: E402
 from services.llm.config import LlmSettings  # noqa: E402
 from services.sdk import Service  # noqa: E402
-from tests.fake_llm import FakeLLM  # noqa: E402
-from tests.fixture_services import TEST_TOOLS, testsvc_service  # noqa: E402
-from tests.infra import scratch_dir  # noqa: E402
-from tests.web_site import TEST_SECRETS_KEY, Site, serve_site  # noqa: E402
-
-TEST_SECRET = "test-secret-" + "x" * 40
-# The fake upstream's key: unique per run, so a test can look for it anywhere it must not be.
-TEST_LLM_KEY = f"sk-fake-{uuid.uuid4().hex}"
-TEST_LLM_MODELS = ("small", "medium", "large")
+from tests.support.bus_auth import TEST_CALL_KEY_TEXT, TEST_NATS_PASSWORDS, role_auth  # noqa: E402
+from tests.support.bus_spy import BusSpy  # noqa: E402
+from tests.support.fake_llm import FakeLLM  # noqa: E402
+from tests.support.llm_service import LlmServed  # noqa: E402
+from tests.support.fixture_services import TEST_TOOLS, testsvc_service  # noqa: E402
+from tests.support.infra import scratch_dir  # noqa: E402
+from tests.support.settings import TEST_LLM_KEY, TEST_LLM_MODELS, TEST_SECRET  # noqa: E402
+from tests.support.web_site import TEST_SECRETS_KEY, Site, serve_site  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -123,8 +154,6 @@ async def fake_llm() -> AsyncIterator[FakeLLM]:
 @pytest.fixture(scope="session")
 async def web_site() -> AsyncIterator[Site]:
     """A local website on loopback for the network tools (browser.lite allowlists it)."""
-    import shutil
-
     root = scratch_dir("toolproxy-test-web-")
     try:
         async with serve_site(root) as site:
@@ -133,25 +162,51 @@ async def web_site() -> AsyncIterator[Site]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+@pytest.fixture
+async def llm_upstream(fake_llm: FakeLLM) -> AsyncIterator[FakeLLM]:
+    """The session's fake upstream, nothing queued, scripted or recorded, for one test (what
+    llm.chat answers, so what the model agent's steps answer)."""
+    fake_llm.reset()
+    yield fake_llm
+    fake_llm.reset()
+
+
 @pytest.fixture(scope="session")
-async def builtin(db_pool: asyncpg.Pool, nats_url: str, web_site: Site,
+async def services_nc(nats_url: str) -> AsyncIterator[NATS]:
+    nc = await connect(nats_url, name="test-services", auth=role_auth("services"))
+    try:
+        yield nc
+    finally:
+        await close_nats(nc)
+
+
+@pytest.fixture(scope="session")
+async def builtin(db_pool: asyncpg.Pool, services_nc: NATS, web_site: Site,
                   fake_llm: FakeLLM) -> AsyncIterator[list[Service]]:
     """The built-in services and the test services, running for the whole session. The
     network tools resolve through the test table and may reach loopback (the test escape);
     llm.chat asks the fake upstream."""
-    nc = await connect(nats_url, name="test-services")
     llm_settings = LlmSettings(base_url=fake_llm.base_url, api_key=SecretStr(TEST_LLM_KEY),
                                models=TEST_LLM_MODELS)
     services = [*builtin_services(db_pool, web_site.options(), llm_settings=llm_settings),
                 testsvc_service()]
     for s in services:
-        await s.start(nc)
+        await s.start(services_nc)
     try:
         yield services
     finally:
         for s in services:
             await s.stop()
-        await close_nats(nc)
+
+
+@pytest.fixture
+async def llm_served(builtin: list[Service], services_nc: NATS) -> AsyncIterator[LlmServed]:
+    """llm.chat served with other settings (or not at all) for one test; as before after it."""
+    served = LlmServed(builtin, services_nc)
+    try:
+        yield served
+    finally:
+        await served.restore()
 
 
 @pytest.fixture
@@ -159,6 +214,9 @@ def settings(database_url: str, nats_url: str, tmp_path: Path) -> Settings:
     return Settings(
         database_url=SecretStr(database_url),
         nats_url=nats_url,
+        nats_user="proxy",
+        nats_password=SecretStr(TEST_NATS_PASSWORDS["proxy"]),
+        call_context_key=SecretStr(TEST_CALL_KEY_TEXT),
         data_dir=tmp_path / "data",
         jwt_secret=SecretStr(TEST_SECRET),
         secrets_key=SecretStr(TEST_SECRETS_KEY),
@@ -190,21 +248,6 @@ def team() -> str:
     return f"t_{uuid.uuid4().hex[:10]}"
 
 
-def bearer(tok: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {tok}"}
-
-
-class BusSpy:
-    """A raw NATS subscriber on tools.> : proves what was (not) published to services."""
-
-    def __init__(self) -> None:
-        self.subjects: list[str] = []
-
-    async def settle(self, nc: object) -> None:
-        await nc.flush()  # type: ignore[attr-defined]
-        await asyncio.sleep(0.05)
-
-
 @pytest.fixture
 async def bus_spy(nats_url: str) -> AsyncIterator[BusSpy]:
     import nats as nats_client
@@ -224,28 +267,78 @@ async def bus_spy(nats_url: str) -> AsyncIterator[BusSpy]:
         await nc.close()
 
 
-async def grant(client: TestClient, token_factory: Callable[..., str], team_id: str,
-                capability: str, agent_id: str | None = None) -> None:
-    admin = token_factory(agent="root", team="ops", role="admin")
-    r = await client.post(
-        "/v1/admin/grants",
-        json={"team_id": team_id, "agent_id": agent_id, "capability": capability},
-        headers=bearer(admin),
-    )
-    assert r.status == 201, await r.text()
-
-
-async def invoke(client: TestClient, tok: str, tool: str, args: dict | None = None,
-                 **extra: object) -> tuple[int, dict]:
-    body: dict[str, object] = {"tool": tool, "args": args or {}}
-    body.update(extra)
-    r = await client.post("/v1/tools/invoke", json=body, headers=bearer(tok))
-    return r.status, await r.json()
-
-
 @pytest.fixture
 async def isolated_settings(pg_server_url: str, settings: Settings) -> AsyncIterator[Settings]:
     """Settings on a database of its own: for tests that change global state (active policy)."""
     async with fresh_database(pg_server_url) as url:
         await migrate(url)
         yield settings.model_copy(update={"database_url": SecretStr(url)})
+
+
+# --- a chain node and the wallet on it -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+async def chain(db_pool: asyncpg.Pool, nats_url: str) -> AsyncIterator[Chain]:
+    """An in-process EVM behind a local JSON-RPC node, and the wallet service on it, for a module."""
+    # Imported here: the EVM takes most of a second to import, paid only where a chain is used.
+    import nats
+
+    from services.wallet.chain import ChainClient
+    from services.wallet.keys import WalletKeys
+    from services.wallet.service import service as wallet_service
+    from tests.support.chain_node import chain_node
+    from tests.support.chain_wallet import Chain
+
+    async with chain_node() as node:
+        keys = WalletKeys()
+        client = ChainClient(node.url)
+        nc = await nats.connect(nats_url)
+        svc = wallet_service(db_pool, keys, client)
+        await svc.start(nc)
+        try:
+            yield Chain(node, keys)
+        finally:
+            await svc.stop()
+            await nc.close()
+            await client.close()
+
+
+@pytest.fixture
+async def chain_client(client: TestClient, chain: Chain) -> TestClient:
+    """The proxy under test once its catalog lists the wallet's tools."""
+    from services.wallet.manifests import TOOL_IDS as WALLET_TOOLS
+
+    await client.app[appkeys.CATALOG].wait_available(list(WALLET_TOOLS), timeout=10)
+    return client
+
+
+# --- `toolproxy up` as a user runs it ---------------------------------------------------------
+
+
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    """A data directory of the test's own for `toolproxy up` and its verbs, removed afterwards."""
+    d = scratch_dir("toolproxy-up-")
+    yield d / "data"
+    shutil.rmtree(d, ignore_errors=True)
+
+
+# --- a real OpenID provider -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+async def oidc_provider() -> AsyncIterator[Any]:
+    """oidc-provider (npm) on a free loopback port for the session: installed by `npm ci` into
+    ~/.cache/toolproxy/npm/ on first use; skipped, with the reason, only where npm cannot reach
+    its registry (tests/support/oidc_provider.py)."""
+    from tests.support.oidc_provider import OidcProvider, install
+
+    root, reason = install()
+    if root is None:
+        pytest.skip(reason)
+    provider = await OidcProvider(root).start()
+    try:
+        yield provider
+    finally:
+        await provider.stop()

@@ -16,9 +16,9 @@ import pytest
 
 from services.agents.protocol import AgentReply, AgentRequest, AgentUsage
 from services.agents.runtime import AgentError, AgentRuntime
-from tests.c_helpers import granted, override, tighten_timeout, tool_code
-from tests.conftest import bearer, grant, invoke
-from tests.test_cli import cli
+from tests.support.c_helpers import granted, override, tighten_timeout, tool_code
+from tests.support.calls import bearer, grant, invoke
+from tests.support.cli_command import cli
 
 SHORT = {"type": "string", "maxLength": 200}
 SCHEMAS: dict[str, dict[str, Any]] = {
@@ -269,7 +269,7 @@ async def test_refusals_before_anything_is_sent(client, token, team, agents, nat
         for args, code in cases:
             status, body = await invoke(client, tok, "agent.invoke", args)
             assert tool_code(body) == code, (args, body)
-            assert status == (404 if code == "not_found" else 400)  # proxy/call.py TOOL_ERROR_HTTP
+            assert status == (404 if code == "not_found" else 400)  # proxy/web/native.py TOOL_ERROR_HTTP
         for args in ({"agent_id": "a.b", "input": {}}, {"agent_id": "x", "input": {"t": "\u0000"}},
                      {"agent_id": "x", "input": {"n": 2**70}}, {"agent_id": "x"}):
             status, body = await invoke(client, tok, "agent.invoke", args)

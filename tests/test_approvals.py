@@ -7,10 +7,11 @@ import uuid
 
 import pytest
 
-from proxy import appkeys
-from proxy.app import create_app
-from tests import fixture_services
-from tests.conftest import bearer, grant, invoke
+from proxy.web import keys as appkeys
+from proxy.web.app import create_app
+from tests.support import fixture_services
+from tests.support.approvals import decide, resume
+from tests.support.calls import bearer, grant, invoke
 
 ORDER = {"op": "create_order", "product_id": "bread", "qty": 2}
 
@@ -21,18 +22,6 @@ async def stock(db_pool, product: str = "bread") -> int:
 
 async def approvals(client, tok: str, **params: str) -> tuple[int, dict]:
     r = await client.get("/v1/approvals", params=params, headers=bearer(tok))
-    return r.status, await r.json()
-
-
-async def decide(client, tok: str, approval_id: str, decision: str, reason: str = "") -> tuple[int, dict]:
-    r = await client.post(f"/v1/approvals/{approval_id}/decision",
-                          json={"decision": decision, "reason": reason}, headers=bearer(tok))
-    return r.status, await r.json()
-
-
-async def resume(client, tok: str, call_id: str, args: dict | None = None) -> tuple[int, dict]:
-    kwargs = {"json": {"args": args}} if args is not None else {}
-    r = await client.post(f"/v1/calls/{call_id}/resume", headers=bearer(tok), **kwargs)
     return r.status, await r.json()
 
 

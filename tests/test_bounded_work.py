@@ -10,15 +10,15 @@ import orjson
 import pytest
 from jsonschema import Draft202012Validator
 
-from proxy import appkeys
-from proxy.args.checker import ArgsChecker
-from proxy.errors import InvalidArgs
+from proxy.web import keys as appkeys
+from proxy.core.args.checker import ArgsChecker
+from proxy.core.errors import InvalidArgs
 from services.builtin import builtin_services
 from services.sdk import CATEGORIES, CallContext, Service, tool
-from services.sdk.bounds import first_error, max_json_bytes, size_first, unbounded
+from wire.bounds import first_error, max_json_bytes, size_first, unbounded
 from services.sdk.fairness import TeamSlots
 from services.sdk.service import make_manifest
-from tests.conftest import bearer, invoke
+from tests.support.calls import bearer, invoke
 
 # --- schemas ----------------------------------------------------------------------------------
 
@@ -182,7 +182,7 @@ async def hold_tool(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
 
 @pytest.fixture
 async def fair_service(client: Any, nats_url: str) -> Any:
-    from proxy.bus import close, connect
+    from infra.bus import close, connect
 
     nc = await connect(nats_url, name="test-fairsvc")
     svc = Service(name="fairsvc", tools=[hold_tool], heartbeat_s=0.5, max_concurrency=4,
@@ -242,8 +242,8 @@ async def test_cpu_workers_leave_with_their_service(nats_url: str) -> None:
 
     script = (
         "import asyncio, os, sys\n"
-        "from proxy.bus import connect\n"
-        "from services.memory_service import service\n"
+        "from infra.bus import connect\n"
+        "from services.memory.service import service\n"
         "async def main():\n"
         "    nc = await connect(sys.argv[1], name='cpu-worker-test')\n"
         "    s = service(); await s.start(nc)\n"

@@ -10,12 +10,12 @@ from collections.abc import AsyncIterator
 import pytest
 from jsonschema import Draft202012Validator
 
-from services import browser
-from services.browser.full import MANIFEST as FULL_MANIFEST
-from services.browser.lite import MANIFEST as LITE_MANIFEST
+from services.browser import service as browser
+from services.browser.manifests import FULL as FULL_MANIFEST
+from services.browser.manifests import LITE as LITE_MANIFEST
 from services.sdk import CallContext
-from tests.conftest import bearer, grant, invoke
-from tests.network_flow import (
+from tests.support.calls import bearer, grant, invoke
+from tests.support.network_flow import (
     approve_and_resume,
     approved_call,
     canary_listener,
@@ -24,8 +24,8 @@ from tests.network_flow import (
     set_egress,
     tool_code,
 )
-from tests.tool_harness import run_tool
-from tests.web_site import Site
+from tests.support.tool_harness import run_tool
+from tests.support.web_site import Site
 
 
 @pytest.fixture

@@ -9,12 +9,12 @@ import nats
 import orjson
 import pytest
 
-from proxy import appkeys
+from proxy.web import keys as appkeys
 from services.builtin import BUILTIN_TOOLS
-from services.sdk import protocol as p
+from wire import protocol as p
 from services.sdk.errors import ManifestError
 from services.sdk.service import make_manifest
-from tests.conftest import bearer, grant
+from tests.support.calls import bearer, grant
 
 CATALOG_FIELDS = {
     "tool_id", "version", "capability", "category", "action", "risk", "cost", "network",

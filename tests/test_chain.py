@@ -5,8 +5,8 @@ its hash; only that one is signed, submitted once, and its receipt checked."""
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
-from collections.abc import AsyncIterator
 from datetime import datetime, timedelta, timezone
 
 import nats
@@ -14,73 +14,15 @@ import orjson
 import pytest
 from eth_account import Account
 
-from pdp.digest import args_digest
-from proxy import appkeys
-from services.sdk import protocol as p
-from services.wallet.chain import ChainClient
+from wire.digest import args_digest
 from services.wallet.keys import WalletKeys
-from services.wallet.service import WALLET_TOOLS, wallet_service
-from tests.chain_node import ChainNode, chain_node
-from tests.conftest import bearer, grant, invoke
-from tests.test_approvals import decide, resume
+from proxy.core.forward import CallMeta
+from tests.support.bus_auth import signed_headers
+from tests.support.calls import bearer, invoke
+from tests.support.approvals import decide, resume
+from tests.support.chain_wallet import agent_of, recipient
 
 pytestmark = pytest.mark.timeout(120)
-
-
-class Chain:
-    """The node, the wallet's keys (one funded key per test team) and the wallet service."""
-
-    def __init__(self, node: ChainNode, keys: WalletKeys) -> None:
-        self.node = node
-        self.keys = keys
-        self.key_hex: dict[str, str] = {}
-
-    def team(self) -> str:
-        """A new team with a funded wallet of its own (a fresh key: nonces start at 0)."""
-        team = f"t_ch_{uuid.uuid4().hex[:8]}"
-        account = Account.create()
-        self.node.fund(account.address)
-        self.key_hex[team] = account.key.hex()
-        self.keys.add(team, account.key.hex())
-        return team
-
-
-@pytest.fixture(scope="module")
-async def chain(db_pool, nats_url) -> AsyncIterator[Chain]:
-    async with chain_node() as node:
-        keys = WalletKeys()
-        client = ChainClient(node.url)
-        nc = await nats.connect(nats_url)
-        svc = wallet_service(db_pool, keys, client)
-        await svc.start(nc)
-        try:
-            yield Chain(node, keys)
-        finally:
-            await svc.stop()
-            await nc.close()
-            await client.close()
-
-
-@pytest.fixture
-async def chain_client(client, chain):
-    await client.app[appkeys.CATALOG].wait_available(list(WALLET_TOOLS), timeout=10)
-    return client
-
-
-def recipient() -> str:
-    return Account.create().address
-
-
-async def agent_of(client, token, team: str, *tools: str, agent: str = "payer") -> str:
-    """An agent granted these tools, with a per-agent rate above category D's 5 a minute."""
-    admin = token(agent="root", team="ops", role="admin")
-    for tool in tools:
-        await grant(client, token, team, f"tool.{tool}.invoke")
-        r = await client.post("/v1/admin/overrides", headers=bearer(admin), json={
-            "team_id": team, "agent_id": agent, "tool": tool, "rate_per_minute": 600})
-        assert r.status == 201, await r.text()
-    await asyncio.sleep(0.2)
-    return token(agent=agent, team=team)
 
 
 async def pending_approval(client, gov: str, approval_id: str) -> dict:
@@ -247,11 +189,14 @@ async def test_the_wallet_signs_nothing_that_was_not_approved(chain, nats_url) -
     sends = chain.node.sends
     try:
         payload = orjson.dumps({"args": {"to": recipient(), "value_wei": 1}})
-        base = {p.H_CALL_ID: str(uuid.uuid4()), p.H_TEAM_ID: team, p.H_AGENT_ID: "rogue",
-                p.H_DECISION_ID: str(uuid.uuid4())}
+        subject = "tools.chain.transfer.invoke"
         for extra, code in (({}, "tx_not_approved"),
-                            ({p.H_APPROVAL: "per_call", p.H_APPROVAL_REF: "0x" + "ab" * 32}, "tx_not_prepared")):
-            msg = await nc.request("tools.chain.transfer.invoke", payload, timeout=5, headers={**base, **extra})
+                            ({"approval": "per_call", "approval_ref": "0x" + "ab" * 32}, "tx_not_prepared")):
+            # Signed as the proxy would (the wallet's own check stands behind the signature).
+            meta = CallMeta(call_id=str(uuid.uuid4()), decision_id=str(uuid.uuid4()), team_id=team,
+                            agent_id="rogue", run_id=None, confidential=False, **extra)
+            headers = signed_headers(meta, subject, payload, time.time() + 5)
+            msg = await nc.request(subject, payload, timeout=5, headers=headers)
             reply = orjson.loads(msg.data)
             assert (reply["ok"], reply["error"]["code"]) == (False, code)
     finally:
@@ -325,13 +270,15 @@ async def test_a_failed_submission_leaves_no_half_state(chain_client, chain, tok
     assert node.balance(to) == 0
     nc = await nats.connect(nats_url)
     try:
-        headers = {p.H_CALL_ID: held["call_id"], p.H_TEAM_ID: team, p.H_AGENT_ID: "payer",
-                   p.H_DECISION_ID: str(uuid.uuid4()), p.H_APPROVAL: "per_call",
-                   p.H_APPROVAL_REF: row["signing_hash"]}
+        meta = CallMeta(call_id=held["call_id"], decision_id=str(uuid.uuid4()), team_id=team,
+                        agent_id="payer", run_id=None, confidential=False, approval="per_call",
+                        approval_ref=row["signing_hash"])
         payload = orjson.dumps({"args": {"to": to, "value_wei": 2}})
         replies = []
-        for _ in range(2):
-            msg = await nc.request("tools.chain.transfer.invoke", payload, timeout=10, headers=headers)
+        for _ in range(2):  # each send signed anew, as each replica's would be
+            subject = "tools.chain.transfer.invoke"
+            headers = signed_headers(meta, subject, payload, time.time() + 10)
+            msg = await nc.request(subject, payload, timeout=10, headers=headers)
             replies.append(orjson.loads(msg.data))
     finally:
         await nc.close()
@@ -378,7 +325,7 @@ def test_approval_preview_and_a_prepare_handler_go_together() -> None:
     from services.sdk import Service
     from services.sdk.errors import ManifestError
     from services.sdk.service import ToolDef, make_manifest
-    from services.wallet.service import TRANSFER
+    from services.wallet.manifests import TRANSFER
 
     async def handler(args, ctx):  # pragma: no cover - never called
         return {}

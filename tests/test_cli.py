@@ -3,28 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
-from pathlib import Path
 
 from pdp.policy_set import default_policy_dir, load_policy_dir
-from proxy import appkeys
-from proxy.app import create_app
-from tests.conftest import TEST_SECRET, bearer, grant, invoke
-
-
-async def cli(*args: str, data_dir: Path | None = None) -> tuple[int, str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLPROXY_")}
-    env["TOOLPROXY_JWT_SECRET"] = TEST_SECRET
-    if data_dir is not None:
-        env["TOOLPROXY_DATA_DIR"] = str(data_dir)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "proxy.cli.main", *args, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+from proxy.web import keys as appkeys
+from proxy.web.app import create_app
+from tests.support.calls import bearer, grant, invoke
+from tests.support.cli_command import cli
 
 
 async def test_policy_check(tmp_path) -> None:

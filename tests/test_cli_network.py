@@ -7,14 +7,15 @@ import os
 import sys
 import uuid
 
-from tests.conftest import TEST_SECRET, bearer
+from tests.support.calls import bearer
+from tests.support.settings import TEST_SECRET
 
 
 async def cli(*args: str, stdin: bytes = b"") -> tuple[int, str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLPROXY_")}
     env["TOOLPROXY_JWT_SECRET"] = TEST_SECRET
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "proxy.cli.main", *args, env=env, stdin=asyncio.subprocess.PIPE,
+        sys.executable, "-m", "cli.main", *args, env=env, stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(proc.communicate(stdin), 60)

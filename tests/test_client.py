@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from proxy.client import (
+from client.native import (
     ApprovalRequired,
     ApprovalTimeout,
     AsyncToolproxy,
@@ -26,7 +26,7 @@ from proxy.client import (
     Unavailable,
     UnknownTool,
 )
-from tests.conftest import bearer, grant
+from tests.support.calls import bearer, grant
 
 
 def url_of(client: Any) -> str:
@@ -174,7 +174,7 @@ async def test_retries_give_up_and_timeouts_are_not_retried(flaky) -> None:
 
 
 async def test_an_unreachable_proxy_is_unavailable() -> None:
-    from proxy.embedded.ports import free_port
+    from infra.embedded.ports import free_port
 
     async with AsyncToolproxy(f"http://127.0.0.1:{free_port()}", "t", retries=1, backoff_s=0.01) as tp:
         with pytest.raises(Unavailable):

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import aiohttp
 
-from tests.conftest import TEST_SECRET, bearer, invoke
-from tests.infra import ProxyProcess
+from tests.support.calls import bearer, invoke
+from tests.support.settings import TEST_SECRET
+from tests.support.infra import ProxyProcess
 
 
 async def test_a_call_is_readable_at_once_from_another_replica(

@@ -9,108 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import os
-import shutil
 import time
 from datetime import datetime, timedelta, timezone
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import bearer, grant, invoke
+from tests.support.calls import bearer, grant, invoke
+from tests.support.console_browser import (  # noqa: F401  (fixtures)
+    XSS,
+    Page,
+    browser,
+    open_console,
+    skip_without_browser,
+)
 
-CHROMIUM = os.environ.get("TOOLPROXY_TEST_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        "--disable-dev-shm-usage"]
-OUTPUT = Path(os.environ.get("TOOLPROXY_TEST_OUTPUT")
-              or Path(__file__).resolve().parents[1] / ".toolproxy-test-output") / "console"
+pytestmark = skip_without_browser
 ORDER = {"op": "create_order", "product_id": "apple", "qty": 2}
-XSS = '<img src=x onerror="window.__xss=1;document.title=\'pwned\'">'
-
-
-def _absent() -> str | None:
-    if not os.path.exists(CHROMIUM):
-        return ("Debian's chromium is not installed (apt-get install -y chromium; .ci/run installs "
-                "it where apt-get is available as root)")
-    try:
-        import playwright.async_api  # noqa: F401
-    except ImportError:
-        return "the playwright package is missing (pip install -e '.[dev]')"
-    return None
-
-
-pytestmark = pytest.mark.skipif(_absent() is not None, reason=_absent() or "")
-
-
-@pytest.fixture(scope="session")
-async def browser() -> AsyncIterator[Any]:
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as p:
-        # Playwright gives each launch a fresh, temporary profile (user data dir).
-        b = await p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        try:
-            yield b
-        finally:
-            await b.close()
-
-
-class Page:
-    """A console tab: its page, and what it reported (script errors, CSP violations)."""
-
-    def __init__(self, page: Any) -> None:
-        self.page = page
-        self.errors: list[str] = []
-        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
-        page.on("console", lambda m: self.errors.append(f"console {m.type}: {m.text}")
-                if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
-        # Failed requests, by URL: only the first look for a session (before logging in) may fail.
-        page.on("response", lambda r: self.errors.append(f"{r.status} {r.request.method} {r.url}")
-                if r.status >= 400 and not (r.status == 401 and r.url.endswith("/console/session")
-                                            and r.request.method == "GET") else None)
-
-    async def violations(self) -> list[str]:
-        return await self.page.evaluate("window.__csp || []")
-
-    async def shot(self, name: str) -> Path:
-        OUTPUT.mkdir(parents=True, exist_ok=True)
-        path = OUTPUT / f"{name}.png"
-        await self.page.screenshot(path=str(path), full_page=True)
-        assert path.stat().st_size > 1000
-        return path
-
-
-@pytest.fixture
-async def open_console(browser: Any, client: Any) -> AsyncIterator[Any]:
-    contexts: list[Any] = []
-    base = str(client.make_url("")).rstrip("/")
-
-    async def open_(token: str, at: Any = None) -> Page:
-        """A logged-in tab on `at` (a test client; default: the `client` fixture's server)."""
-        root = base if at is None else str(at.make_url("")).rstrip("/")
-        context = await browser.new_context(viewport={"width": 1280, "height": 900})
-        contexts.append(context)
-        # Records every CSP violation the page meets (an injected inline handler would be one).
-        await context.add_init_script(
-            "window.__csp = []; document.addEventListener('securitypolicyviolation',"
-            " e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));")
-        tab = Page(await context.new_page())
-        await tab.page.goto(f"{root}/console")
-        await tab.page.wait_for_selector("#login-token", state="visible")
-        await tab.page.fill("#login-token", token)
-        await tab.page.click("#login button[type=submit]")
-        await tab.page.wait_for_selector("#nav", state="visible")
-        await tab.page.wait_for_selector("#page-inbox .status.live")
-        return tab
-
-    try:
-        yield open_
-    finally:
-        for c in contexts:
-            await c.close()
 
 
 async def card(tab: Page, call_id: str, timeout_s: float = 10.0) -> Any:
@@ -208,8 +123,8 @@ async def test_an_admin_sees_every_team_and_pushes_a_policy(aiohttp_client, isol
                                                              token, team, open_console) -> None:
     # A database of its own: this test changes the global policy.
     from pdp.policy_set import load_policy_dir
-    from proxy import appkeys
-    from proxy.app import create_app
+    from proxy.web import keys as appkeys
+    from proxy.web.app import create_app
     from services.builtin import BUILTIN_TOOLS
 
     app = create_app(isolated_settings)
@@ -324,8 +239,8 @@ async def test_the_inbox_survives_its_stream_ending(aiohttp_client, settings, bu
                                                     open_console) -> None:
     # Streams end after events_stream_max_s (1 s here) and the page reconnects: an open card
     # keeps its place and the reason being typed; later changes still arrive.
-    from proxy import appkeys
-    from proxy.app import create_app
+    from proxy.web import keys as appkeys
+    from proxy.web.app import create_app
     from services.builtin import BUILTIN_TOOLS
 
     app = create_app(settings.model_copy(update={"events_stream_max_s": 1.0}))
@@ -358,7 +273,7 @@ async def test_the_inbox_survives_its_stream_ending(aiohttp_client, settings, bu
     assert tab.errors == [] and await tab.violations() == []
 
 
-_STANDING_ABSENT = importlib.util.find_spec("proxy.routes.admin_standing") is None
+_STANDING_ABSENT = importlib.util.find_spec("proxy.web.admin.standing") is None
 
 
 @pytest.mark.skipif(_STANDING_ABSENT, reason="standing approvals (/v1/admin/standing-approvals) are not on this branch")

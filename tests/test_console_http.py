@@ -14,12 +14,11 @@ from typing import Any
 import orjson
 import pytest
 
-from proxy import appkeys
-from proxy.app import create_app
+from proxy.web import keys as appkeys
+from proxy.web.app import create_app
 from services.builtin import BUILTIN_TOOLS
-from tests.conftest import bearer, grant, invoke
-from tests.console_helpers import host, login, origin
-from tests.test_chain import chain, chain_client  # noqa: F401 (fixtures: a chain node and the wallet)
+from tests.support.calls import bearer, grant, invoke
+from tests.support.console_helpers import host, login, origin
 
 ORDER = {"op": "create_order", "product_id": "bread", "qty": 1}
 
@@ -107,7 +106,7 @@ async def test_login_refuses_agents_bad_tokens_and_other_origins(client, token, 
 
 async def test_where_the_operator_lists_origins_the_console_keeps_to_them(aiohttp_client, settings,
                                                                         builtin, token, team) -> None:
-    from proxy.embedded.ports import free_port
+    from infra.embedded.ports import free_port
 
     gov = token(agent="gov", team=team, role="governance")
     for listed, expected in (("https://gov.example", 403), ("https://gov.example,http://127.0.0.1:{port}", 201)):
@@ -409,7 +408,7 @@ async def test_the_policy_view_shows_the_serving_revision_and_its_tests(aiohttp_
 
 # --- the page itself -----------------------------------------------------------------------
 
-STATIC = resources.files("proxy.console") / "static"
+STATIC = resources.files("proxy.web.console") / "static"
 
 
 async def test_the_page_is_served_with_a_strict_content_security_policy(client) -> None:
@@ -444,11 +443,11 @@ def test_no_inline_code_and_no_html_sinks_in_the_shipped_files() -> None:
 
 
 async def test_the_console_fails_closed_when_postgres_is_away(database_url) -> None:
-    from proxy.console.guard import RateGuard
-    from proxy.console.session import SessionStore
-    from proxy.db import create_pool
+    from proxy.web.console.guard import RateGuard
+    from proxy.web.console.session import SessionStore
+    from infra.db import create_pool
     from proxy.errors import DependencyUnavailable
-    from proxy.limits.gcra import Rate
+    from proxy.core.limits.gcra import Rate
 
     pool = await create_pool(database_url, min_size=1, max_size=1)
     sessions, guard = SessionStore(pool), RateGuard(pool, Rate(per_minute=60, burst=5))
@@ -462,7 +461,7 @@ async def test_the_console_fails_closed_when_postgres_is_away(database_url) -> N
 
 async def test_a_prepared_calls_preview_is_in_the_inbox(chain_client, chain, token) -> None:
     # The chain tools are prepared before they are held: the reviewer sees the transaction.
-    from tests.test_chain import agent_of, recipient
+    from tests.support.chain_wallet import agent_of, recipient
 
     team = chain.team()
     payer = await agent_of(chain_client, token, team, "chain.transfer")

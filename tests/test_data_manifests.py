@@ -7,8 +7,12 @@ from typing import Any
 
 import pytest
 
-from services import files, projects, search, tasks, templates
-from services.sdk.manifest import ToolManifest
+from services.files import service as files
+from services.projects import service as projects
+from services.search import service as search
+from services.tasks import service as tasks
+from services.templates import service as templates
+from wire.manifest import ToolManifest
 
 DESIGN = {
     "search.index": "write", "search.lite": "read",

@@ -15,12 +15,13 @@ import asyncpg
 import pytest
 from jsonschema import Draft202012Validator
 
-from services import data_query_service
-from services import tasks as task_service
-from services.platforms import greenfood as greenfood_service
+from services.data_query import service as data_query_service
+from services.data_query import store as data_query_store
+from services.tasks import service as task_service
+from services.platforms.greenfood import service as greenfood_service
 from services.sdk import Service, ToolError, ToolManifest
 from services.sdk.service import ToolResult, CallContext
-from tests.tool_harness import run_tool
+from tests.support.tool_harness import run_tool
 
 AGENT = "agent-1"
 
@@ -355,8 +356,8 @@ def rogue_query(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], str]:
 
     def install(sql: str) -> str:
         name = "rogue"
-        q = data_query_service.NamedQuery(name, "test only", {"type": "object"}, sql, lambda p: [])
-        monkeypatch.setitem(data_query_service.QUERIES, name, q)
+        q = data_query_store.NamedQuery(name, "test only", {"type": "object"}, sql, lambda p: [])
+        monkeypatch.setitem(data_query_store.QUERIES, name, q)
         return name
 
     return install

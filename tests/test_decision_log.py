@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from pdp.digest import args_digest
-from tests.conftest import bearer, grant, invoke
+from wire.digest import args_digest
+from tests.support.calls import bearer, grant, invoke
 
 
 async def logged(client, tok: str, expected: int, timeout: float = 10.0, **params: str) -> list[dict]:
@@ -33,7 +33,8 @@ async def test_every_call_decision_is_logged(client, token, team) -> None:
     assert allow["policy_revision"] and allow["engine"] == "embedded"
     assert allow["latency_us"] > 0
     assert allow["input"]["args"] == {"expr": "1+1"}
-    assert allow["input"]["subject"] == {"agent_id": "ag", "team_id": team, "roles": ["agent"]}
+    assert allow["input"]["subject"] == {"agent_id": "ag", "team_id": team, "roles": ["agent"],
+                                        "scopes": []}
     deny = by_id[denied["decision_id"]]
     assert deny["result"] == "deny" and deny["reasons"] == ["grant_required"]
     # Filters

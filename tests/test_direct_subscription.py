@@ -1,4 +1,4 @@
-"""Subscriptions handled in nats-py's read loop (services.sdk.direct): every message, in order,
+"""Subscriptions handled in nats-py's read loop (infra.nats_direct): every message, in order,
 nothing left pending, a failing handler dropping only its own message."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from proxy.bus import close, connect
-from services.sdk.direct import subscribe_direct
+from infra.bus import close, connect
+from infra.nats_direct import subscribe_direct
 
 
 async def test_every_message_in_order_and_nothing_counted_as_pending(nats_url: str) -> None:

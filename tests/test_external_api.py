@@ -16,13 +16,14 @@ import pytest
 import structlog
 from pydantic import SecretStr
 
-from proxy.appkeys import POOL
-from services import external_api
-from services.sdk import CallContext, log_context
-from tests.conftest import bearer, grant, invoke
-from tests.network_flow import approved_call, lift_rate, roomy
-from tests.tool_harness import run_tool
-from tests.web_site import API_HEADER, API_SECRETS, Site
+from proxy.web.keys import POOL
+from services.external_api import service as external_api
+from services.sdk import CallContext
+from infra import log_context
+from tests.support.calls import bearer, grant, invoke
+from tests.support.network_flow import approved_call, lift_rate, roomy
+from tests.support.tool_harness import run_tool
+from tests.support.web_site import API_HEADER, API_SECRETS, Site
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from tests.drill import Drill
-from tests.infra import OpaServer, opa_binary
+from tests.support.drill import Drill
+from tests.support.infra import OpaServer, opa_binary
 
 DOWN_S = 4.0
 CACHE_TTL_S = 5.3  # TOOLPROXY_PDP_CACHE_TTL_S's default, and a margin

@@ -14,14 +14,15 @@ from typing import Any
 import asyncpg
 import pytest
 
-from services import files
-from services.files import FileSettings, store
+from services.files import service as files
+from services.files import store
+from services.files.config import FileSettings
 from services.files.paths import normalize, normalize_prefix
 from services.sdk import ToolError
 from services.sdk.service import CallContext, ToolResult
-from tests.conftest import bearer, invoke
-from tests.data_helpers import BOUNDARY, assert_bad_input, grant_tools, ok, tool_failure
-from tests.tool_harness import run_tool
+from tests.support.calls import bearer, invoke
+from tests.support.data_helpers import BOUNDARY, assert_bad_input, grant_tools, ok, tool_failure
+from tests.support.tool_harness import run_tool
 
 ALL = ("file.list", "file.read", "file.write", "file.delete")
 

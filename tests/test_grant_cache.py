@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from pdp.grants import GrantCache, GrantRepository
+from pdp.data.grants import GrantCache, GrantRepository
 
 
 class _SlowFirstRelease:

@@ -1,10 +1,10 @@
-"""The collector's settings in long-lived processes (proxy.heap)."""
+"""The collector's settings in long-lived processes (infra.gc_tuning)."""
 
 from __future__ import annotations
 
 import gc
 
-from proxy.heap import GEN0_THRESHOLD, freeze_startup_objects
+from infra.gc_tuning import GEN0_THRESHOLD, freeze_startup_objects
 
 
 def test_startup_objects_are_frozen_and_the_youngest_generation_waits_longer() -> None:

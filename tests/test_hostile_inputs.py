@@ -11,8 +11,8 @@ from typing import Any
 import orjson
 import pytest
 
-from proxy import appkeys
-from tests.conftest import bearer
+from proxy.web import keys as appkeys
+from tests.support.calls import bearer
 
 BIG = "9223372036854775808"  # 2**63: one past bigint
 HUGE = "18446744073709551616"  # 2**64: past what orjson can write
@@ -221,7 +221,7 @@ async def test_nul_in_a_tool_argument_runs_nothing_and_stores_nothing(client, to
 
 
 async def test_nul_through_mcp_and_openai_is_refused_before_anything_runs(client, token, team) -> None:
-    from tests.test_mcp import ACCEPT, session_of
+    from tests.support.mcp_client import ACCEPT, session_of
 
     tok = token(agent="ag", team=team)
     session = await session_of(client, tok)

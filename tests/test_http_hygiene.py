@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from proxy.app import create_app
+from proxy.web.app import create_app
 from proxy.config import Settings
-from proxy.embedded.ports import free_port
-from proxy.http import server
-from proxy.http.allowlists import HostAllowlist, OriginAllowlist, split_host
-from tests.conftest import bearer
+from infra.embedded.ports import free_port
+from proxy.web.http import server
+from proxy.allowlists import HostAllowlist, OriginAllowlist, split_host
+from tests.support.calls import bearer
 
 BOUND_S = 5.0  # every slow connection must be closed well within this
 
@@ -187,7 +187,7 @@ def test_host_values_parse_strictly() -> None:
 
 
 def test_large_bodies_are_paced_per_team() -> None:
-    from proxy.http.team_gate import TeamGate
+    from proxy.web.http.team_gate import TeamGate
 
     gate = TeamGate(per_team=2, bytes_per_s=1_000_000)
     # A second's worth passes at once (the burst), then each request waits its turn.
@@ -199,7 +199,7 @@ def test_large_bodies_are_paced_per_team() -> None:
 
 
 async def test_a_team_holds_only_its_share_of_the_gate() -> None:
-    from proxy.http.team_gate import TeamGate
+    from proxy.web.http.team_gate import TeamGate
 
     gate = TeamGate(per_team=2, bytes_per_s=1e12)
     release = asyncio.Event()

@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from proxy.calls import _RESULT_MASK, call_id_of, result_id_for
-from proxy.ids import new_hex, new_id
+from proxy.records.calls import _RESULT_MASK, call_id_of, result_id_for
+from infra.ids import new_hex, new_id
 
 
 def test_new_ids_are_canonical_random_version_4_uuids() -> None:

@@ -8,8 +8,8 @@ import uuid
 import pytest
 from nats.errors import ConnectionClosedError, NoRespondersError, TimeoutError as NatsTimeout
 
-from proxy.bus import close, connect
-from proxy.inbox import Inbox, Interrupted, Meanwhile
+from infra.bus import close, connect
+from infra.nats_inbox import Inbox, Interrupted, Meanwhile
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncpg
 import nats
 
-from proxy.db import load_migrations, migrate
+from infra.db import load_migrations, migrate
 
 
 async def test_migrations_applied_once(db_pool: asyncpg.Pool, database_url: str) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import bearer
+from tests.support.calls import bearer
 
 
 async def test_math(client, token, team) -> None:

@@ -11,9 +11,9 @@ import pytest
 from nats.js.api import StreamConfig
 from nats.js.errors import APIError, NoStreamResponseError
 
-from proxy.bus import close, connect
-from proxy.inbox import Inbox
-from proxy.jetstream import Ensure, asset_missing, store
+from infra.bus import close, connect
+from infra.nats_inbox import Inbox
+from infra.jetstream import Ensure, asset_missing, store
 
 
 async def test_concurrent_callers_share_one_run() -> None:

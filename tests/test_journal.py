@@ -20,13 +20,16 @@ from pydantic import ValidationError
 
 from pdp.decision import Decision
 from pdp.decision_log import decision_record
-from proxy.calls import CallRecord, fold
-from proxy.events import CHANNEL, event
-from proxy.journal import _POISON_AFTER, Entry, Journal, dumps, load_entry, write_entries
+from proxy.records.calls import CallRecord, fold
+from proxy.records.events import CHANNEL, event
+from proxy.records.journal_writer import _POISON_AFTER
+from proxy.records.entry import Entry, dumps, load_entry
+from proxy.records.journal import Journal
+from proxy.records.batch_write import write_entries
 from proxy.metrics import Metrics
-from proxy.usage import UsageRecord
-from tests.conftest import invoke
-from tests.infra import nats_server
+from proxy.records.usage import UsageRecord
+from tests.support.calls import invoke
+from tests.support.infra import nats_server
 
 
 def _start(call_id: str, team: str, t: datetime) -> Entry:

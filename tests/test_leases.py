@@ -13,9 +13,9 @@ import nats.js.errors
 import pytest
 from nats.js.api import KeyValueConfig, StorageType
 
-from proxy.limits.gcra import Rate
-from proxy.limits.kv import CasStore
-from proxy.limits.leases import LEASE_S, LeasedBuckets, give_back_n, take_up_to
+from proxy.core.limits.gcra import Rate
+from infra.kv import CasStore
+from proxy.core.limits.leases import LEASE_S, LeasedBuckets, give_back_n, take_up_to
 
 
 def test_take_up_to_takes_what_the_bucket_holds() -> None:
@@ -161,9 +161,9 @@ class _SlowRead(CasStore):
     """A replica whose read of the bucket lands late (a busy host): another replica's write
     comes in between its round's start and its computation."""
 
-    async def _get(self, key: str):
+    async def _get(self, key: str, deadline: float | None = None):
         await asyncio.sleep(0.2)
-        return await super()._get(key)
+        return await super()._get(key, deadline)
 
 
 async def test_a_round_computes_with_the_time_it_runs_at(kv_bucket) -> None:

@@ -9,11 +9,12 @@ import aiohttp
 import nats
 import orjson
 
-from proxy import appkeys
-from proxy.app import create_app
-from services.sdk import protocol as p
-from tests import fixture_services
-from tests.conftest import bearer, grant, invoke
+from proxy.web import keys as appkeys
+from proxy.web.app import create_app
+from wire import protocol as p
+from tests.support import fixture_services
+from tests.support.approvals import decide, resume
+from tests.support.calls import bearer, grant, invoke, stored_claim
 
 
 async def get_call(client, tok: str, call_id: str, *, status: str | None = None,
@@ -364,10 +365,7 @@ async def test_cancel_a_call_awaiting_approval(client, token, team, db_pool) -> 
     assert [r["status"] for r in rows] == ["CANCELLED"]
 
 
-
-
-
-async def test_confidential_outputs_are_not_stored(client, token, team, db_pool) -> None:
+async def test_confidential_outputs_are_not_stored(client, token, team, db_pool, nats_url) -> None:
     tok = token(team=team)
     status, body = await invoke(client, tok, "text", {"op": "upper", "text": "top secret"},
                                 context={"confidential": True}, idempotency_key="conf-1")
@@ -381,8 +379,8 @@ async def test_confidential_outputs_are_not_stored(client, token, team, db_pool)
             break
         await asyncio.sleep(0.05)
     assert "SECRET" not in row["r"] and "output_sha256" in row["r"]
-    key = await db_pool.fetchval("SELECT response::text FROM idempotency_keys WHERE key = 'conf-1'")
-    assert "SECRET" not in key
+    key = await stored_claim(nats_url, team, "conf-1")
+    assert b"SECRET" not in key and b"output_sha256" in key
     # A replay says the output was not retained, rather than inventing one.
     status, replay = await invoke(client, tok, "text", {"op": "upper", "text": "top secret"},
                                   context={"confidential": True}, idempotency_key="conf-1")
@@ -405,3 +403,29 @@ async def test_a_call_id_alone_cannot_cancel_another_teams_call(client, token, t
     status, body = await running
     assert (status, body["status"]) == (200, "COMPLETED")
     assert fixture_services.patient_outcomes == ["finished"]
+
+
+async def test_an_approved_confidential_calls_output_is_not_stored(client, token, team, db_pool) -> None:
+    """A team rule holds a confidential call for approval: once approved and resumed, the caller
+    gets its output, and the call's stored response (which later resumes replay) keeps only
+    its hash and size, as for any confidential call."""
+    gov = token(agent="gov", team=team, role="governance")
+    r = await client.post("/v1/admin/team-rules", headers=bearer(gov),
+                          json={"team_id": team, "tool": "text", "require_approval": True})
+    assert r.status == 201
+    tok = token(agent="conf-agent", team=team)
+    status, held = await invoke(client, tok, "text", {"op": "upper", "text": "top secret"},
+                                context={"confidential": True})
+    assert status == 202 and held["status"] == "AUTHORIZATION_REQUIRED"
+    status, _ = await decide(client, gov, held["approval_id"], "approve")
+    assert status == 200
+    args = {"op": "upper", "text": "top secret"}  # a confidential call's args were not kept
+    status, done = await resume(client, tok, held["call_id"], args)
+    assert status == 200, done
+    assert done["output"] == {"text": "TOP SECRET"}  # the caller gets it
+    row = await db_pool.fetchrow("SELECT response::text AS r FROM calls WHERE call_id = $1",
+                                 uuid.UUID(held["call_id"]))
+    assert "SECRET" not in row["r"] and "output_sha256" in row["r"]
+    status, again = await resume(client, tok, held["call_id"], args)  # a later resume replays it
+    assert again["call_id"] == held["call_id"] and again["output"] is None
+    assert "SECRET" not in str(again)

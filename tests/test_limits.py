@@ -11,11 +11,13 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from proxy.limits.gcra import Rate, give_back, take
-from proxy.limits.pg_store import PostgresLimiter
-from tests import fixture_services
-from tests.conftest import TEST_SECRET, bearer, invoke
-from tests.infra import ProxyProcess
+from proxy.core.limits.gcra import Rate, give_back, take
+from proxy.core.limits.pg_store import PostgresLimiter
+from tests.support import fixture_services
+from tests.support.calls import bearer, invoke
+from tests.support.settings import TEST_SECRET
+from tests.support.infra import ProxyProcess
+from tests.support.overrides import set_override
 
 
 # --- the algorithm itself -------------------------------------------------------------------
@@ -78,14 +80,6 @@ async def call(session: aiohttp.ClientSession, url: str, tok: str, tool: str, ar
     async with session.post(f"{url}/v1/tools/invoke", json={"tool": tool, "args": args},
                             headers=bearer(tok)) as r:
         return r.status, await r.json(), dict(r.headers)
-
-
-async def set_override(client, token, team: str, agent: str, tool: str, per_minute: int) -> None:
-    gov = bearer(token(agent="gov", team=team, role="governance"))
-    r = await client.post("/v1/admin/overrides", headers=gov, json={
-        "team_id": team, "agent_id": agent, "tool": tool, "effect": "allow",
-        "rate_per_minute": per_minute})
-    assert r.status == 201, await r.text()
 
 
 async def test_rate_limit_holds_across_two_replicas(client, token, team, replicas) -> None:
@@ -214,7 +208,7 @@ def test_utc_day_is_the_date_of_any_time_asked_in_any_order() -> None:
     import random
     from datetime import datetime, timezone
 
-    from proxy.limits.limiter import utc_day
+    from proxy.core.limits.limiter import utc_day
 
     midnight = datetime(2026, 12, 3, tzinfo=timezone.utc).timestamp()
     times = [midnight - 1e-6, midnight, midnight + 86_400 - 1e-6, midnight + 86_400, midnight - 0.5,

@@ -1,6 +1,7 @@
-"""llm.chat through the whole pipeline against a local OpenAI-compatible server (tests/fake_llm.py):
-completions and their usage, the model allowlist, model "auto", upstream failures mapped to
-stable codes within the category's deadline, and the upstream key kept out of everything."""
+"""llm.chat through the whole pipeline against a local OpenAI-compatible server (tests/support/fake_llm.py):
+completions and their usage, the model allowlist, model "auto", tools and tool calls (what the
+model agent's steps need), a streamed upstream, upstream failures mapped to stable codes within
+the category's deadline, and the upstream key kept out of everything."""
 
 from __future__ import annotations
 
@@ -12,11 +13,19 @@ from typing import Any
 
 import pytest
 
+from proxy.core.args.checker import ArgsChecker
+from proxy.turns import model_call
+from proxy.web.keys import CATALOG
 from services.llm.config import LlmSettings
+from services.llm.errors import REFUSED, UNAVAILABLE
+from services.llm.manifests import MAX_TOOL_CALLS, MAX_TOOLS, PARAMETERS_DEPTH, llm_manifest
 from services.llm.upstream import attempt_plan
-from tests.c_helpers import granted, tighten_timeout, tool_code
-from tests.conftest import TEST_LLM_KEY, bearer, invoke
-from tests.fake_llm import FakeLLM
+from wire.bounds import unbounded
+from tests.support.c_helpers import granted, tighten_timeout, tool_code
+from tests.support.calls import bearer, invoke
+from tests.support.settings import TEST_LLM_KEY, TEST_LLM_MODELS
+from tests.support.fake_llm import FakeLLM
+from tests.support.llm_service import llm_settings
 
 HELLO = [{"role": "user", "content": "hello"}]
 
@@ -217,3 +226,106 @@ async def test_the_key_is_never_shown_logged_or_stored(client, token, team, fake
     assert "call_finished" in out + err
     assert all(TEST_LLM_KEY not in text for text in texts)
     assert fake.attempts >= 3  # the upstream did see it: it was sent where it belongs
+
+
+# --- tools: what the model agent's steps need ------------------------------------------------
+
+MATH_TOOL = {"type": "function", "function": {
+    "name": "math", "description": "evaluates an expression",
+    "parameters": {"type": "object", "properties": {"expr": {"type": "string", "maxLength": 200}},
+                   "required": ["expr"]}}}
+
+
+def nested(depth: int) -> dict:
+    value: dict = {"type": "string"}
+    for _ in range(depth):
+        value = {"items": value}
+    return value
+
+
+async def test_tools_go_up_and_tool_calls_come_back(client, token, team, fake) -> None:
+    tok = await llm_agent(client, token, team)
+    fake.then(tool_calls=[("math", {"expr": "2+3"}, "c_1"), ("math", "{bad", "c_2")],
+              content="Let me compute.")
+    status, body = await invoke(client, tok, "llm.chat", {
+        "messages": HELLO, "tools": [MATH_TOOL], "tool_choice": "auto"})
+    assert status == 200 and body["status"] == "COMPLETED", body
+    message = body["output"]["message"]
+    assert message["content"] == "Let me compute."
+    assert message["tool_calls"] == [
+        {"id": "c_1", "type": "function", "function": {"name": "math", "arguments": '{"expr":"2+3"}'}},
+        {"id": "c_2", "type": "function", "function": {"name": "math", "arguments": "{bad"}}]
+    assert body["output"]["finish_reason"] == "tool_calls"
+    sent = fake.requests[-1]
+    assert sent["tools"] == [MATH_TOOL] and sent["tool_choice"] == "auto"
+    # The model's reply, tool calls and tool answers go back up as the next request's history.
+    history = [*HELLO, message, {"role": "tool", "tool_call_id": "c_1", "content": '{"value": 5}'}]
+    status, body = await invoke(client, tok, "llm.chat", {"messages": history, "tools": [MATH_TOOL]})
+    assert status == 200 and body["status"] == "COMPLETED", body
+    assert fake.requests[-1]["messages"] == history
+
+
+async def test_a_streamed_answer_is_the_same_answer(client, token, team, fake, llm_served) -> None:
+    """TOOLPROXY_LLM_STREAM: server-sent events from the upstream, one JSON result from the tool."""
+    tok = await llm_agent(client, token, team)
+    answers = []
+    for stream in (False, True):
+        if stream:
+            await llm_served.serve(llm_settings(fake.base_url, stream=True))
+            await client.app[CATALOG].wait_available(["llm.chat"], timeout=10)
+        fake.then(tool_calls=[("math", {"expr": "2+3"}, "c_1")], content="Computing.",
+                  usage={"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13})
+        status, body = await invoke(client, tok, "llm.chat", {"messages": HELLO, "tools": [MATH_TOOL]})
+        assert status == 200 and body["status"] == "COMPLETED", body
+        assert bool(fake.requests[-1].get("stream")) is stream
+        answers.append((body["output"], body["tokens_used"]))
+    assert answers[0] == answers[1] and answers[0][1] == 13
+
+
+@pytest.mark.parametrize("args", [
+    {"messages": HELLO, "tool_choice": "auto"},  # a choice among no tools
+    {"messages": HELLO, "tools": [{"type": "function", "function": {"name": "a.b"}}]},
+    {"messages": HELLO, "tools": [MATH_TOOL] * (MAX_TOOLS + 1)},
+    {"messages": HELLO, "tools": [{"type": "function", "function": {
+        "name": "deep", "parameters": {"properties": nested(PARAMETERS_DEPTH + 1)}}}]},
+    {"messages": [{"role": "assistant", "tool_calls": [{"id": "c", "type": "function",
+                                                        "function": {"name": "x"}}]}]},
+    {"messages": [{"role": "tool", "tool_call_id": "", "content": "x"}]},
+])
+async def test_tools_and_tool_messages_are_bounded(client, token, team, fake, args) -> None:
+    tok = await llm_agent(client, token, team)
+    before = fake.attempts
+    status, body = await invoke(client, tok, "llm.chat", args)
+    assert status == 400 and body["error"]["code"] == "invalid_args", body
+    assert fake.attempts == before
+
+
+def test_the_input_schema_is_bounded_and_takes_its_own_schema_as_parameters() -> None:
+    m = llm_manifest(TEST_LLM_MODELS, 512)
+    assert unbounded(m.input_schema) == []
+    assert m.max_args_bytes == 4 << 20  # references are not sized: bounded explicitly
+    # A model agent whose catalog holds llm.chat offers it to its model as a tool.
+    tool = {"type": "function", "function": {"name": "llm-chat", "description": m.description,
+                                              "parameters": m.input_schema}}
+    assert ArgsChecker(m).check({"messages": HELLO, "tools": [tool]}) is None
+
+
+async def test_an_answer_beyond_the_bounds_is_upstream_error(client, token, team, fake) -> None:
+    tok = await llm_agent(client, token, team)
+    fake.then(tool_calls=[("math", {"expr": "1"})] * (MAX_TOOL_CALLS + 1))
+    status, body = await invoke(client, tok, "llm.chat", {"messages": HELLO, "tools": [MATH_TOOL]})
+    assert status == 200 and tool_code(body) == "upstream_error", body
+    assert "tool calls at once" in body["error"]["message"]
+
+
+@pytest.mark.parametrize(("step", "side"), [({"status": 500}, UNAVAILABLE), ({"status": 503}, UNAVAILABLE),
+                                            ({"status": 400}, REFUSED), ({"status": 401}, REFUSED)])
+async def test_an_upstream_error_says_whether_trying_later_may_work(client, token, team, fake,
+                                                                   step, side) -> None:
+    """The tool's contract the model agent reads (proxy/turns/model_call.py spells the same)."""
+    tok = await llm_agent(client, token, team)
+    await tighten_timeout(client, token, team, "llm.chat", 1_000)  # no retry
+    fake.then(**step)
+    status, body = await invoke(client, tok, "llm.chat", {"messages": HELLO})
+    assert tool_code(body) == "upstream_error" and body["error"]["message"].startswith(side), body
+    assert model_call._UNAVAILABLE_PREFIX == UNAVAILABLE

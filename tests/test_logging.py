@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import structlog
 
-from proxy.logs import configure_logging
-from services.sdk import log_context
-from tests.conftest import invoke
+from infra.logs import configure_logging
+from infra import log_context
+from tests.support.calls import invoke
 
 
 @pytest.fixture

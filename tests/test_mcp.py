@@ -4,76 +4,33 @@ stdio through `toolproxy mcp-stdio`), plus the transport rules a client library 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
-import os
-import sys
-from collections.abc import AsyncIterator
-from pathlib import Path
+import re
 from typing import Any
 
 import httpx2
 import orjson
 import pytest
-from mcp.client import Client
-from mcp.client.stdio import StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from proxy.mcp.notices import RESUME_TOOL
-from proxy.mcp.protocol import MAX_BATCH
-from tests.conftest import TEST_SECRET, bearer, grant
-from tests.infra import ProxyProcess
-
-ROOT = Path(__file__).resolve().parents[1]
-LEGACY, MODERN = "2025-11-25", "2026-07-28"
-ACCEPT = {"Accept": "application/json, text/event-stream"}
-
-
-@contextlib.asynccontextmanager
-async def mcp_http(url: str, tok: str, mode: str = "legacy",
-                   transport: httpx2.AsyncBaseTransport | None = None) -> AsyncIterator[Client]:
-    """The SDK's client over streamable HTTP; mode "legacy" (initialize) or "auto" (discover)."""
-    http = httpx2.AsyncClient(headers=bearer(tok), transport=transport, timeout=30)
-    async with http, Client(streamable_http_client(url, http_client=http), mode=mode) as c:
-        yield c
-
-
-@contextlib.asynccontextmanager
-async def mcp_stdio(base_url: str, tok: str, mode: str = "legacy") -> AsyncIterator[Client]:
-    """The SDK's client launching `toolproxy mcp-stdio` as a desktop client would."""
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "proxy.cli.main", "mcp-stdio", "--url", base_url],
-        env={**os.environ, "TOOLPROXY_TOKEN": tok}, cwd=str(ROOT))
-    async with Client(params, mode=mode) as c:
-        yield c
-
-
-def mcp_url(client: Any) -> str:
-    return str(client.make_url("/mcp"))
-
-
-def base_url(client: Any) -> str:
-    return str(client.make_url("/")).rstrip("/")
-
-
-async def raw(client: Any, tok: str | None, body: Any, **headers: str) -> tuple[int, Any, Any]:
-    h = {**ACCEPT, **headers, **(bearer(tok) if tok else {})}
-    r = await client.post("/mcp", json=body, headers=h)
-    text = await r.text()
-    return r.status, (orjson.loads(text) if text else None), r.headers
-
-
-def init_body(version: str = LEGACY, request_id: int = 1) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": request_id, "method": "initialize",
-            "params": {"protocolVersion": version, "capabilities": {},
-                       "clientInfo": {"name": "raw", "version": "1"}}}
-
-
-async def session_of(client: Any, tok: str, version: str = LEGACY) -> str:
-    status, body, headers = await raw(client, tok, init_body(version))
-    assert status == 200 and body["result"]["protocolVersion"] == version, body
-    return headers["Mcp-Session-Id"]
+from proxy.core.notices import RESUME_TOOL
+from proxy.web.mcp.protocol import MAX_BATCH
+from wire.portable_schema import is_portable, published
+from tests.support.calls import bearer, grant
+from tests.support.settings import TEST_SECRET
+from tests.support.infra import ProxyProcess
+from tests.support.mcp_client import (
+    ACCEPT,
+    LEGACY,
+    MODERN,
+    base_url,
+    init_body,
+    mcp_http,
+    mcp_stdio,
+    mcp_url,
+    raw,
+    session_of,
+)
 
 
 # --- the SDK client, both eras ---------------------------------------------------------------
@@ -88,21 +45,25 @@ async def test_tools_list_is_the_callable_catalog_with_hints(client, token, team
     native = {t["tool_id"]: t for t in (await r.json())["tools"]}
     async with mcp_http(mcp_url(client), tok, mode) as c:
         assert c.session.protocol_version == version
-        listed = {t.name: t for t in (await c.list_tools()).tools}
+        tools = (await c.list_tools()).tools
+    # Listed under names every model API takes; the catalog name is in _meta and the title.
+    assert all(re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", t.name) for t in tools)
+    listed = {t.meta["toolproxy/tool_id"]: t for t in tools}
     assert set(listed) == set(native)  # the same list-phase policy; no approval tool here
     assert "task.list" not in listed and "task.create" in listed
     for name, tool in listed.items():
         entry = native[name]
-        assert tool.input_schema == entry["input_schema"]
+        assert tool.name == name.replace(".", "-") and tool.title.startswith(f"{name} (")
+        assert tool.input_schema == published(entry["input_schema"])
+        assert is_portable(tool.input_schema) and is_portable(tool.output_schema)
         assert tool.description == entry["description"]
-        if entry["action"] == "read":
-            assert tool.annotations.read_only_hint is True
-            assert not tool.annotations.destructive_hint
-        else:
-            assert tool.annotations.read_only_hint is False
-            assert tool.annotations.destructive_hint is True
-    assert listed["task.create"].annotations.destructive_hint is True
-    assert listed["math"].annotations.read_only_hint is True
+        hints = tool.annotations
+        assert hints.title == tool.title
+        read = entry["action"] == "read"
+        assert (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint) == (read, not read, read)
+        assert hints.open_world_hint is (entry["network"] or entry["category"] == "D")
+    assert listed["task.create"].title == "task.create (controlled write)"
+    assert listed["math"].title == "math (safe read)"
 
 
 async def test_resume_tool_is_listed_only_with_tools_that_need_approval(client, token, team) -> None:
@@ -137,6 +98,8 @@ async def test_errors_are_results_and_protocol_errors_are_errors(client, token, 
         denied = await c.call_tool("task.list", {})
         assert denied.is_error is True
         assert "Denied by policy" in denied.content[0].text and "grant_required" in denied.content[0].text
+        # ... and what to do about it: the capability to ask governance for.
+        assert "ask your team's governance for the capability tool.task.list.invoke" in denied.content[0].text
         assert denied.meta["toolproxy/error"]["error"]["code"] == "denied"
         assert denied.structured_content is None  # the body does not fit task.list's outputSchema
         failed = await c.call_tool("testsvc.fail", {})
@@ -163,15 +126,17 @@ async def test_ping_in_the_handshake_era(client, token, team) -> None:
             await c.send_ping()
 
 
-@pytest.mark.parametrize("mode, version", [("legacy", LEGACY), ("auto", MODERN)])
-async def test_stdio_relay(client, token, team, mode, version) -> None:
-    async with mcp_stdio(base_url(client), token(team=team), mode) as c:
+@pytest.mark.parametrize("mode, version, url", [("legacy", LEGACY, "base"), ("auto", MODERN, "/mcp")])
+async def test_stdio_relay(client, token, team, mode, version, url) -> None:
+    # --url takes the stack's base URL or the /mcp URL every HTTP client is given.
+    given = base_url(client) if url == "base" else mcp_url(client) + "/"
+    async with mcp_stdio(given, token(team=team), mode) as c:
         assert c.session.protocol_version == version
         names = {t.name for t in (await c.list_tools()).tools}
-        assert {"math", "text"} <= names
+        assert {"math", "text", "task-create"} - {"task-create"} <= names
         result = await c.call_tool("math", {"expr": "2+3*4"})
         assert result.structured_content == {"value": 14}
-        denied = await c.call_tool("task.list", {})
+        denied = await c.call_tool("task-list", {})
         assert denied.is_error and denied.meta["toolproxy/error"]["status"] == "DENIED"
         with pytest.raises(MCPError):
             await c.call_tool("no.such.tool", {})
@@ -199,9 +164,14 @@ async def test_session_is_bound_to_the_identity(client, token, team) -> None:
     status, body, _ = await raw(client, alice, ping)
     assert status == 400 and "Mcp-Session-Id" in body["error"]["message"]
     assert (await raw(client, None, ping, **{"Mcp-Session-Id": sid}))[0] == 401
+    # Any supported version in the header is accepted, as the reference server does (the
+    # conformance suite's server-sse-multiple-streams sends 2025-03-26); an unknown one is not.
     status, body, _ = await raw(client, alice, ping, **{"Mcp-Session-Id": sid,
-                                                        "MCP-Protocol-Version": "2025-06-18"})
-    assert status == 400
+                                                        "MCP-Protocol-Version": "2025-03-26"})
+    assert status == 200 and body["result"] == {}
+    status, body, _ = await raw(client, alice, ping, **{"Mcp-Session-Id": sid,
+                                                        "MCP-Protocol-Version": "2099-01-01"})
+    assert status == 400 and body["error"]["code"] == -32022
 
 
 async def test_a_session_spans_worker_processes(database_url, nats_url, builtin, token, team) -> None:
@@ -235,8 +205,8 @@ async def test_a_session_spans_worker_processes(database_url, nats_url, builtin,
 
 
 def test_session_ids_are_signed_and_expire() -> None:
-    from proxy.identity import Identity
-    from proxy.mcp.session import MAX_AGE_S, SessionCodec
+    from proxy.identity.identity import Identity
+    from proxy.web.mcp.session import MAX_AGE_S, SessionCodec
 
     me = Identity(agent_id="a", team_id="t", role="agent", token_id="")
     codec = SessionCodec("key-1")
@@ -253,7 +223,7 @@ async def test_stdio_relay_starts_a_new_session_when_the_old_one_is_gone(client,
 
     import aiohttp
 
-    from proxy.cli.mcp_stdio import Relay
+    from cli.mcp_stdio import Relay
 
     out = io.BytesIO()
     relay = Relay(base_url(client), token(team=team), out)
@@ -363,3 +333,18 @@ async def _usage_row(db_pool: Any, call_id: str, timeout: float = 10.0) -> Any:
             return row
         await asyncio.sleep(0.05)
 
+
+
+@pytest.mark.parametrize(("given", "endpoint"), [
+    ("http://127.0.0.1:8080", "http://127.0.0.1:8080/mcp"),
+    ("http://127.0.0.1:8080/", "http://127.0.0.1:8080/mcp"),
+    ("http://127.0.0.1:8080/mcp", "http://127.0.0.1:8080/mcp"),
+    ("http://127.0.0.1:8080/mcp/", "http://127.0.0.1:8080/mcp"),
+    ("https://gw.example/tools/mcp", "https://gw.example/tools/mcp"),
+    ("https://gw.example/tools", "https://gw.example/tools/mcp"),
+    ("http://h/mcp/sets/ops", "http://h/mcp/sets/ops"),
+])
+def test_stdio_relay_endpoint(given: str, endpoint: str) -> None:
+    from cli.mcp_stdio import mcp_endpoint
+
+    assert mcp_endpoint(given) == endpoint

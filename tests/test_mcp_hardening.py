@@ -8,10 +8,10 @@ from typing import Any
 import jsonschema
 from jsonschema import Draft202012Validator
 
-from proxy.app import create_app
-from tests.conftest import bearer
-from tests.test_limits import set_override
-from tests.test_mcp import ACCEPT, init_body, mcp_http, mcp_url, raw
+from proxy.web.app import create_app
+from tests.support.calls import bearer
+from tests.support.overrides import set_override
+from tests.support.mcp_client import ACCEPT, init_body, mcp_http, mcp_url, raw
 
 
 class SchemaMismatch(Exception):

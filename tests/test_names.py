@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.sdk.manifest import is_valid_tool_name
-from tests.conftest import invoke
+from wire.manifest import is_valid_tool_name
+from tests.support.calls import invoke
 
 HOSTILE = [
     ("math.>", 400),  # NATS full wildcard

@@ -8,14 +8,14 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from services.netguard.addresses import classify
+from infra.netaddr import classify
 from services.netguard.fetch import Fetcher
 from services.netguard.guard import Guard
 from services.netguard.hosts import HostPattern, PatternError, parse_patterns
 from services.netguard.urls import parse_url
 from services.sdk import ToolError
-from tests.network_flow import canary_listener
-from tests.web_site import Site, StaticResolver, resolver_table
+from tests.support.network_flow import canary_listener
+from tests.support.web_site import Site, StaticResolver, resolver_table
 
 
 def code_of(fn, *args, **kwargs) -> str:

@@ -9,11 +9,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from proxy import appkeys
-from proxy.app import create_app
-from tests.conftest import bearer, invoke
-from tests.infra import OpaServer, opa_binary
-from tests.test_pdp_failures import RAISES, SLOW
+from proxy.web import keys as appkeys
+from proxy.web.app import create_app
+from tests.support.calls import bearer, invoke
+from tests.support.infra import OpaServer, opa_binary
+from tests.support.policy_app import RAISES, SLOW
 
 
 @pytest.fixture
@@ -135,10 +135,10 @@ async def test_a_push_of_the_same_revision_re_pushes_it(aiohttp_client, isolated
 async def test_cached_allows_outlive_a_dead_pdp_only_within_the_ttl(
         aiohttp_client, settings, builtin, token, team, opa, ttl) -> None:
     """TOOLPROXY_PDP_CACHE_TTL_S bounds it (0: never); only for inputs identical in what the
-    policy reads (math's arguments are not read: a new expression is the same decision; a new
-    agent is not); counted."""
+    policy reads (math's arguments are not read: a new expression is the same decision; another
+    team is not); counted."""
     _, client = await _opa_app(aiohttp_client, settings, opa, pdp_cache_ttl_s=ttl)
-    seen, unseen = token(agent="seen", team=team), token(agent="unseen", team=team)
+    seen, unseen = token(agent="seen", team=team), token(agent="unseen", team=f"{team}-other")
     assert (await invoke(client, seen, "math", {"expr": "6*7"}))[0] == 200
     opa.stop()
     same, _ = await invoke(client, seen, "math", {"expr": "6*8"})

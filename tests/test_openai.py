@@ -5,45 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from typing import Any
 
 import orjson
 import pytest
-from openai.types.chat import (
-    ChatCompletionFunctionTool,
-    ChatCompletionMessage,
-    ChatCompletionMessageFunctionToolCall,
-    ChatCompletionToolMessageParam,
-)
-from openai.types.chat.chat_completion_message_function_tool_call import Function
+from openai.types.chat import ChatCompletionFunctionTool, ChatCompletionToolMessageParam
 from pydantic import TypeAdapter
 
-from proxy.mcp.notices import RESUME_TOOL
-from proxy.openai_names import OPENAI_NAME_RE, from_openai, to_openai
-from proxy.routes.openai_tools import MAX_ARGUMENTS_BYTES, MAX_TOOL_CALLS
-from services.sdk.manifest import is_valid_tool_name
-from tests.conftest import bearer, grant
+from proxy.core.notices import RESUME_TOOL
+from proxy.core.tool_names import OPENAI_NAME_RE, from_openai, to_openai
+from proxy.core.tool_calls import MAX_ARGUMENTS_BYTES, MAX_TOOL_CALLS
+from wire.manifest import is_valid_tool_name
+from tests.support.calls import bearer, grant
+from tests.support.openai_calls import assistant, post_calls, tool_call
 
 TOOL_MESSAGE = TypeAdapter(ChatCompletionToolMessageParam)
-
-
-def tool_call(name: str, arguments: Any, call_id: str | None = None) -> ChatCompletionMessageFunctionToolCall:
-    text = arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()
-    return ChatCompletionMessageFunctionToolCall(
-        id=call_id or f"call_{uuid.uuid4().hex[:12]}", type="function",
-        function=Function(name=name, arguments=text))
-
-
-def assistant(*calls: ChatCompletionMessageFunctionToolCall) -> ChatCompletionMessage:
-    """The assistant message a chat completion returns, as the openai package models it."""
-    return ChatCompletionMessage(role="assistant", content=None, tool_calls=list(calls))
-
-
-async def post_calls(client: Any, tok: str, message: ChatCompletionMessage, **extra: Any) -> tuple[int, dict]:
-    body = {"tool_calls": [c.model_dump(mode="json") for c in message.tool_calls or []], **extra}
-    r = await client.post("/v1/openai/tool_calls", json=body, headers=bearer(tok))
-    return r.status, await r.json()
 
 
 def contents(body: dict) -> list[Any]:

@@ -9,12 +9,13 @@ import orjson
 import pytest
 
 from pdp.policy_set import default_policy_dir
-from proxy import appkeys
-from proxy.bus import close, connect
-from proxy.forward import CallMeta, headers_for
-from services.sdk.protocol import H_CALL_ID
-from tests import fixture_services
-from tests.conftest import bearer, grant, invoke
+from proxy.web import keys as appkeys
+from infra.bus import close, connect
+from proxy.core.forward import CallMeta
+from tests.support.bus_auth import signed_headers
+from wire.protocol import H_CALL_ID
+from tests.support import fixture_services
+from tests.support.calls import bearer, grant, invoke
 
 
 async def test_completed(client, token, team) -> None:
@@ -174,8 +175,9 @@ async def test_a_reply_carries_none_of_the_requests_headers(builtin, nats_url, t
         for subject, args in (("tools.math.invoke", {"expr": "6*7"}),
                               ("tools.math.invoke", {"expr": "1/0"}),  # the tool's own error
                               ("tools.math.invoke", {"nope": 1})):  # refused by the service
-            msg = await nc.request(subject, orjson.dumps({"args": args}), timeout=5,
-                                   headers=headers_for(meta, time.time() + 5))
+            payload = orjson.dumps({"args": args})
+            msg = await nc.request(subject, payload, timeout=5,
+                                   headers=signed_headers(meta, subject, payload, time.time() + 5))
             assert not msg.headers, msg.headers
             assert "ok" in orjson.loads(msg.data)
     finally:
@@ -184,16 +186,20 @@ async def test_a_reply_carries_none_of_the_requests_headers(builtin, nats_url, t
 
 async def test_a_turns_call_carries_its_turn_id_to_the_service(client, team) -> None:
     """A call a turn makes (proxy.turns.context) reaches its service with the turn's id."""
-    from proxy.envelope import InvokeRequest
-    from proxy.identity import Identity
+    from proxy.core.envelope import InvokeRequest
+    from proxy.identity.identity import Identity
 
     identity = Identity(agent_id="agent-7", team_id=team, role="agent", token_id="t")
     request = InvokeRequest(tool="testsvc.echo", args={"say": "hi"},
                             context={"agent_run_id": "run-9", "team_id": team})
+    from proxy.core.outcome import response_body
+    from proxy.web.native import http_status
+
     outcome = await client.app[appkeys.PIPELINE].invoke(identity, request, turn_id="turn-42")
-    assert outcome.http_status == 200, outcome.body
+    body = response_body(outcome)
+    assert http_status(outcome) == 200, body
     seen = fixture_services.seen[-1]
-    assert (seen.call_id, seen.turn_id, seen.run_id) == (outcome.body["call_id"], "turn-42", "run-9")
+    assert (seen.call_id, seen.turn_id, seen.run_id) == (body["call_id"], "turn-42", "run-9")
 
 
 @pytest.mark.parametrize("source", [
@@ -204,7 +210,7 @@ async def test_a_turns_call_carries_its_turn_id_to_the_service(client, team) -> 
 ], ids=["undefined", "malformed"])
 async def test_undefined_or_malformed_policy_fails_closed(aiohttp_client, settings, builtin, token,
                                                          team, tmp_path, source) -> None:
-    from tests.test_pdp_failures import app_with_policy
+    from tests.support.policy_app import app_with_policy
 
     c = await app_with_policy(aiohttp_client, settings, tmp_path, source)
     status, body = await invoke(c, token(team=team), "math", {"expr": "1"})

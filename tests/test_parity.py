@@ -17,12 +17,12 @@ import orjson
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from proxy.mcp.notices import RESUME_TOOL
-from proxy.openai_names import to_openai
-from tests import fixture_services
-from tests.conftest import bearer, grant, invoke
-from tests.test_mcp import base_url, mcp_http, mcp_stdio, mcp_url
-from tests.test_openai import assistant, post_calls, tool_call
+from proxy.core.notices import RESUME_TOOL
+from proxy.core.tool_names import to_openai
+from tests.support import fixture_services
+from tests.support.calls import bearer, grant, invoke
+from tests.support.mcp_client import base_url, mcp_http, mcp_stdio, mcp_url
+from tests.support.openai_calls import assistant, post_calls, tool_call
 
 SURFACES = ("native", "mcp-http-2025-11-25", "mcp-http-2026-07-28", "mcp-stdio", "openai")
 

@@ -1,5 +1,6 @@
 """The decision cache keys on what the policy reads: new arguments of a tool whose rules do not
-read them, or a new run id, hit the cache; arguments of an argument-aware tool never do."""
+read them, a new run id, or another agent with the same grants and overrides hit the cache;
+arguments of an argument-aware tool never do."""
 
 from __future__ import annotations
 
@@ -44,6 +45,64 @@ async def test_keys_hold_only_what_the_policy_reads() -> None:
     allowed = await _decide(pdp, GREENFOOD, {"op": "create_order", "product_id": "milk", "qty": 1})
     refused = await _decide(pdp, GREENFOOD, {"op": "set_price", "product_id": "milk", "price": 1})
     assert allowed.allow and not refused.allow and refused.reasons == ["greenfood_op_forbidden"]
+    assert seen == ["miss", "miss"]
+
+
+class _OneAgentDenied(_Grants):
+    def overrides(self, team_id: str, agent_id: str, tool: str) -> list[dict]:
+        if agent_id == "blocked":
+            return [{"tool": tool, "effect": "deny", "timeout_ms": None, "rate_per_minute": None}]
+        return []
+
+
+async def test_agents_with_the_same_inputs_share_a_decision_and_no_other() -> None:
+    """The policy does not read the agent's own id: agents of one team with the same grants and
+    overrides share a decision; an agent with its own override, or another team, does not."""
+    seen: list[str] = []
+    pdp = PolicyDecisionPoint(EmbeddedEngine(), _OneAgentDenied(), on_cache=seen.append)  # type: ignore[arg-type]
+    await pdp.load(load_policy_dir())
+
+    async def decide(agent: str, team: str = "t"):
+        d, _, _ = await pdp.decide(decision_id="d", agent_id=agent, team_id=team, roles=["agent"],
+                                   tool=MATH, args={"expr": "1"}, context={"team_id": team},
+                                   phase="call")
+        return d
+
+    assert all([(await decide(f"agent-{i}")).allow for i in range(4)])
+    assert seen == ["miss", "hit", "hit", "hit"]
+    seen.clear()
+    blocked = await decide("blocked")
+    assert not blocked.allow and seen == ["miss"]
+    assert (await decide("agent-0", team="u")).allow and seen == ["miss", "miss"]
+
+
+
+async def test_a_module_naming_the_agent_id_keys_decisions_on_the_agent() -> None:
+    """A governance module that reads the agent's id without changing the shipped declaration:
+    decisions are no longer shared between agents (one agent denied by name stays denied)."""
+    from pdp.policy_set import PolicySet
+    from pdp.reads import declared_reads
+
+    shipped = load_policy_dir()
+    assert not declared_reads(shipped).agent_id
+    by_name = PolicySet(modules={**shipped.modules, "zz_block.rego": (
+        "package toolproxy.authz\n\n"
+        "deny contains \"agent_blocked\" if input.subject.agent_id == \"blocked\"\n")},
+        tests={})
+    assert declared_reads(by_name).agent_id
+    seen: list[str] = []
+    pdp = PolicyDecisionPoint(EmbeddedEngine(), _Grants(), on_cache=seen.append)  # type: ignore[arg-type]
+    await pdp.load(by_name)
+
+    async def decide(agent: str):
+        d, _, _ = await pdp.decide(decision_id="d", agent_id=agent, team_id="t", roles=["agent"],
+                                   tool=MATH, args={"expr": "1"}, context={"team_id": "t"},
+                                   phase="call")
+        return d
+
+    assert (await decide("agent-0")).allow
+    blocked = await decide("blocked")
+    assert not blocked.allow and "agent_blocked" in blocked.reasons
     assert seen == ["miss", "miss"]
 
 

@@ -2,33 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from proxy import appkeys
-from proxy.app import create_app
-from tests.conftest import invoke
-
-SLOW = (
-    "package toolproxy.authz\nimport rego.v1\n"
-    'decision := {"allow": true, "reasons": ["slow"], "obligations": {}} if {\n'
-    "  count([x | some x in numbers.range(1, 100000)]) > 0\n}\n"
-)
-RAISES = (
-    "package toolproxy.authz\nimport rego.v1\n"
-    'decision := {"allow": to_number(input.args.expr) > 0, "reasons": [], "obligations": {}}\n'
-)
-
-
-async def app_with_policy(aiohttp_client, settings, tmp_path: Path, source: str, **extra: object):
-    policies = tmp_path / "policies"
-    policies.mkdir()
-    (policies / "authz.rego").write_text(source)
-    app = create_app(settings.model_copy(update={"policy_dir": policies, **extra}))
-    client = await aiohttp_client(app)
-    await app[appkeys.CATALOG].wait_available(["math"])
-    return client
+from tests.support.calls import invoke
+from tests.support.policy_app import RAISES, SLOW, app_with_policy
 
 
 @pytest.mark.parametrize("source, reason", [(SLOW, "pdp_timeout"), (RAISES, "pdp_unavailable")],

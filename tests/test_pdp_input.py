@@ -31,10 +31,12 @@ def test_input_document_is_exactly_this() -> None:
         ],
         approval={"state": "approved", "args_match": True, "approval_id": "not passed"},
         phase="call",
+        scopes=["mcp", "tool.greenfood.order.invoke", "mcp"],
     )
     assert orjson.dumps(doc, option=orjson.OPT_SORT_KEYS) == orjson.dumps({
         "version": 1,
-        "subject": {"agent_id": "agent-1", "team_id": "t_555", "roles": ["agent"]},
+        "subject": {"agent_id": "agent-1", "team_id": "t_555", "roles": ["agent"],
+                    "scopes": ["mcp", "tool.greenfood.order.invoke"]},
         "action": "tool.greenfood.order.invoke",
         "tool": {
             "tool_id": "greenfood.order", "version": "1.0.0", "category": "D", "action": "write",
@@ -62,6 +64,7 @@ def test_list_phase_has_empty_args() -> None:
                       args=None, context={"team_id": "t"}, grants=[], phase="list")
     assert doc["args"] == {} and doc["phase"] == "list"
     assert doc["overrides"] == [] and doc["team_rules"] == [] and doc["approval"] is None
+    assert doc["subject"]["scopes"] == []  # a dev issuer's token: none
 
 
 def test_a_standing_approval_names_itself_in_the_input() -> None:

@@ -9,9 +9,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tests.conftest import bearer, grant, invoke
-from tests.test_approvals import decide, resume
-from tests.test_standing import later, standing
+from tests.support.calls import bearer, grant, invoke
+from tests.support.approvals import decide, later, resume, standing
 
 pytestmark = pytest.mark.timeout(60)
 

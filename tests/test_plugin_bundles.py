@@ -18,7 +18,7 @@ from services.plugins.bundle import (
     read_archive,
 )
 from services.plugins.errors import BundleError, ManifestProblem
-from tests.plugin_harness import EXAMPLES, plugin_files, tar_gz
+from tests.support.plugin_harness import EXAMPLES, plugin_files, tar_gz
 
 KNOWN = {"greenfood", "math", "task", "text"}
 

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from tests.conftest import invoke
-from tests.plugin_harness import (  # noqa: F401  (fixtures)
+from tests.support.calls import invoke
+from tests.support.plugin_harness import (  # noqa: F401  (fixtures)
     example,
     grant,
     install_and_enable,

@@ -26,7 +26,7 @@ from services.plugins.pool import Job, WorkerPool
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="seccomp is Linux's")
 
-PROBE = Path(__file__).with_name("seccomp_probe.py")
+PROBE = Path(__file__).parent / "support" / "seccomp_probe.py"
 JOB = Job(source="function invoke(a) { return { words: a.text.split(' ').length }; }",
           args={"text": "a sandbox that holds"}, context={})
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from proxy.embedded.ports import free_port
-from tests.plugin_harness import EXAMPLES
-from tests.test_up import Up, cli, data_dir, post  # noqa: F401  (data_dir: fixture)
+from infra.embedded.ports import free_port
+from tests.support.plugin_harness import EXAMPLES
+from tests.support.up_process import Up, cli, post
 
 
 def test_up_serves_an_installed_plugin(data_dir: Path) -> None:

@@ -10,8 +10,8 @@ import json
 import asyncpg
 import pytest
 
-from tests.conftest import bearer, invoke
-from tests.plugin_harness import (  # noqa: F401  (fixtures)
+from tests.support.calls import bearer, invoke
+from tests.support.plugin_harness import (  # noqa: F401  (fixtures)
     enable,
     grant,
     example,
@@ -190,7 +190,7 @@ async def test_install_refusals_name_their_field(pclient, token) -> None:
 async def test_plugin_agent_ids_are_reserved(pclient, settings) -> None:
     import jwt
 
-    from proxy.tokens import mint
+    from proxy.identity.tokens import mint
 
     with pytest.raises(ValueError):
         mint(settings, agent_id="plugin:text.wordfreq", team_id="t1")

@@ -102,12 +102,15 @@ async def test_the_declared_input_reads_hold(embedded: EmbeddedEngine) -> None:
 
     reads = declared_reads(load_policy_dir())
     assert reads.args_of == {"data.query", "greenfood.order"} and not reads.agent_run_id
+    assert not reads.agent_id
     checked = 0
     for case in TABLE:
         doc = case["input"]
         expected = await embedded.evaluate(doc)
         variants = [{**doc, "context": {**doc["context"], "agent_run_id": run}}
                     for run in (None, "run-1", "another-run")]
+        variants += [{**doc, "subject": {**doc["subject"], "agent_id": agent}}
+                     for agent in ("agent-1", "another-agent", "")]
         if not reads.reads_args(doc["tool"]["tool_id"]):
             variants += [{**doc, "args": args} for args in _SAMPLE_ARGS]
         for variant in variants:

@@ -2,16 +2,51 @@
 
 from __future__ import annotations
 
-from tests.conftest import invoke
+from tests.support.calls import invoke
 
 
 async def test_health_and_ready(client) -> None:
     r = await client.get("/healthz")
-    assert r.status == 200 and (await r.json()) == {"ok": True}
+    assert r.status == 200 and (await r.json()) == {"ok": True, "checks": {"event_loop": True}}
     r = await client.get("/readyz")
     body = await r.json()
     assert r.status == 200
-    assert body["checks"] == {"postgres": True, "nats": True, "pdp": True, "catalog": True}
+    assert body["checks"] == {"draining": False, "nats": True, "pdp": True, "catalog": True,
+                              "identity": True, "postgres": True}
+
+
+async def test_a_draining_replica_is_not_ready_and_closes_its_connections(client) -> None:
+    from proxy.web.keys import DRAINING
+
+    client.app[DRAINING].set()
+    r = await client.get("/readyz")
+    assert r.status == 503 and (await r.json())["checks"]["draining"] is True
+    r = await client.get("/healthz")  # alive all the same: nothing to restart
+    assert r.status == 200
+
+
+async def test_a_missing_journal_stream_makes_the_replica_unready_until_it_is_back(client, nats_url) -> None:
+    """The JetStream assets calls write to are part of readiness (the issue: every call
+    failing on an unreachable bucket while /readyz said 200); a lost stream is made again."""
+    import asyncio
+
+    import nats
+
+    from proxy.records.entry import STREAM
+
+    nc = await nats.connect(nats_url)
+    try:
+        await nc.jetstream().delete_stream(STREAM)
+        await asyncio.sleep(1.1)  # past the last check's freshness
+        r = await client.get("/readyz")
+        assert r.status == 503 and (await r.json())["checks"]["nats"] is False
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 5
+        while (await client.get("/readyz")).status != 200:
+            assert loop.time() < deadline, "the stream was not made again"
+            await asyncio.sleep(0.2)
+    finally:
+        await nc.close()
 
 
 async def test_metrics_after_calls(client, token, team) -> None:

@@ -9,9 +9,9 @@ import uuid
 
 import pytest
 
-from proxy.call import TOOL_ERROR_HTTP, tool_error_status
-from tests.conftest import invoke
-from tests.data_helpers import BOUNDARY, assert_bad_input, grant_tools, ok, tool_failure
+from proxy.web.native import TOOL_ERROR_HTTP, tool_error_status
+from tests.support.calls import invoke
+from tests.support.data_helpers import BOUNDARY, assert_bad_input, grant_tools, ok, tool_failure
 
 PROJECT_TOOLS = ("project.list", "project.get", "project.create", "project.update")
 TASK_TOOLS = ("task.list", "task.get", "task.create", "task.update", "task.complete", "task.assign")

@@ -9,11 +9,12 @@ import uuid
 
 import aiohttp
 
-from proxy import appkeys
-from proxy.app import create_app
-from tests import fixture_services
-from tests.conftest import TEST_SECRET, bearer, invoke
-from tests.infra import ProxyProcess
+from proxy.web import keys as appkeys
+from proxy.web.app import create_app
+from tests.support import fixture_services
+from tests.support.calls import bearer, invoke
+from tests.support.settings import TEST_SECRET
+from tests.support.infra import ProxyProcess
 
 
 async def test_sigkilled_replica_calls_are_resolved(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from proxy import appkeys
-from proxy.app import create_app
-from tests.conftest import bearer, invoke
+from proxy.web import keys as appkeys
+from proxy.web.app import create_app
+from tests.support.calls import bearer, invoke
 
 
 async def test_grant_and_revoke_reach_the_other_replica_within_a_second(

@@ -11,15 +11,15 @@ import asyncpg
 import pytest
 
 from pdp.policy_set import default_policy_dir
-from proxy import appkeys
-from proxy.app import create_app
-from proxy.db import create_pool
-from services.agents.registry import AgentRepository
+from proxy.web import keys as appkeys
+from proxy.web.app import create_app
+from infra.db import create_pool
+from services.agents.store import AgentRepository
 from services.router.choose import Router
 from services.router.rules import RouterRules
 from services.sdk import ToolError
-from tests.c_helpers import granted, tool_code
-from tests.conftest import bearer, invoke
+from tests.support.c_helpers import granted, tool_code
+from tests.support.calls import bearer, invoke
 
 
 async def test_the_rules_pick_a_model_and_say_why(client, token, team) -> None:

@@ -2,7 +2,7 @@
 NATS and Rego), with an agent and an admin token: no server error, and every response
 conforms to the document (status code, content type, body schema). Bounded: a fixed number
 of examples per operation and mode, derandomized (the same cases every run), no shrinking.
-A bigger run by hand: README, "Input rules"."""
+A bigger run by hand: docs/agents/input-rules.md."""
 
 from __future__ import annotations
 
@@ -24,10 +24,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from proxy import appkeys
-from proxy.app import create_app
-from services.builtin import BUILTIN_TOOLS
-from tests.fake_model import FakeModel, say, scripted
+from proxy.web import keys as appkeys
+from proxy.web.app import create_app
+from services.builtin import BUILTIN_TOOLS, LLM_TOOLS
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
           response_headers_conformance, response_schema_conformance]
@@ -76,22 +75,18 @@ def fuzz(base_url: str, tokens: dict[str, str]) -> tuple[int, list[str], dict[in
 # in CI, where the suite's 120 s default then expired in teardown), and it stops by itself.
 @pytest.mark.timeout(420)
 async def test_every_operation_conforms_to_the_document(aiohttp_client, isolated_settings, builtin,
-                                                        token, team) -> None:
+                                                        token, team, llm_upstream) -> None:
     # A database of its own: an admin token pushes random policies and quotas. The model
-    # agent's upstream is the scripted one on loopback (it answers at once: turns end).
-    fake = await FakeModel(scripted(say("done"))).start()
-    app = create_app(isolated_settings.model_copy(update={
-        "events_stream_max_s": 0.2, "model_base_url": fake.base_url, "model_name": "fake-model"}))
+    # agent's steps are llm.chat calls, answered at once by the session's fake upstream (or
+    # refused by the policy): turns end.
+    app = create_app(isolated_settings.model_copy(update={"events_stream_max_s": 0.2}))
     client = await aiohttp_client(app)
-    await app[appkeys.CATALOG].wait_available(list(BUILTIN_TOOLS), timeout=10)
+    await app[appkeys.CATALOG].wait_available([*BUILTIN_TOOLS, *LLM_TOOLS], timeout=10)
     tokens = {"agent": token(agent="st-agent", team=team),
               "admin": token(agent="st-admin", team="st-ops", role="admin")}
     base = str(client.make_url("")).rstrip("/")
     started = time.monotonic()
-    try:
-        sent, failures, statuses = await asyncio.to_thread(fuzz, base, tokens)
-    finally:
-        await fake.stop()
+    sent, failures, statuses = await asyncio.to_thread(fuzz, base, tokens)
     took = time.monotonic() - started
     print(f"schemathesis: {sent} requests in {took:.1f} s; statuses {dict(sorted(statuses.items()))}")
     assert sent > 300

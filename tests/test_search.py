@@ -10,12 +10,12 @@ from typing import Any
 import asyncpg
 import pytest
 
-from services import search as search_service
+from services.search import service as search_service
 from services.sdk.service import CallContext
-from services.search import SearchSettings
-from tests.conftest import invoke
-from tests.data_helpers import BOUNDARY, assert_bad_input, grant_tools, ok
-from tests.tool_harness import run_tool
+from services.search.config import SearchSettings
+from tests.support.calls import invoke
+from tests.support.data_helpers import BOUNDARY, assert_bad_input, grant_tools, ok
+from tests.support.tool_harness import run_tool
 
 DOCS = {
     "runbook-db": ("Database failover runbook",

@@ -13,8 +13,10 @@ import aiohttp
 import pytest
 
 from proxy.config import Settings
-from tests.conftest import TEST_SECRET, bearer, grant, invoke
-from tests.infra import ProxyProcess
+from tests.support.approvals import later, standing
+from tests.support.calls import bearer, grant, invoke
+from tests.support.settings import TEST_SECRET
+from tests.support.infra import ProxyProcess
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -31,10 +33,6 @@ def settings(settings: Settings) -> Settings:
         **settings.team_rate_per_minute, "D": TEAM_D_PER_MINUTE}})
 
 TOOL = "energy.meter.read"
-
-
-def later(seconds: float = 3600) -> str:
-    return (datetime.now(timezone.utc) + timedelta(seconds=seconds)).isoformat()
 
 
 async def meter(db_pool, team: str, readings: int = 3) -> str:
@@ -57,11 +55,6 @@ async def reader(client, token, team: str, agent: str = "reader") -> str:
     assert r.status == 201
     await asyncio.sleep(0.2)
     return token(agent=agent, team=team)
-
-
-async def standing(client, tok: str, **body) -> tuple[int, dict]:
-    r = await client.post("/v1/admin/standing-approvals", json=body, headers=bearer(tok))
-    return r.status, await r.json()
 
 
 async def listed(client, tok: str, **params) -> list[dict]:
@@ -313,7 +306,7 @@ async def test_never_more_calls_than_the_max_across_replicas_and_revocation_with
 
 
 async def test_the_standing_approvals_command(client, token, team, db_pool) -> None:
-    from tests.test_cli import cli
+    from tests.support.cli_command import cli
 
     url = str(client.make_url("")).rstrip("/")
     m = await meter(db_pool, team)
@@ -358,7 +351,7 @@ async def test_a_team_rule_asking_for_approval_per_call_wins(client, token, team
 async def test_a_slow_older_read_never_undoes_a_newer_one(db_pool, team) -> None:
     """A replica's cache: reads apply in the order they began. Real rows from Postgres; only
     the moment each read's answer is applied is held back, so the older one lands last."""
-    from pdp.standing import StandingApprovals, StandingRepository
+    from pdp.data.standing import StandingApprovals, StandingRepository
 
     class HeldBack(StandingRepository):
         gates: list[asyncio.Event] = []

@@ -8,9 +8,9 @@ import asyncio
 import uuid
 from typing import Any
 
-from proxy import appkeys
-from proxy.app import create_app
-from tests.conftest import bearer, grant, invoke
+from proxy.web import keys as appkeys
+from proxy.web.app import create_app
+from tests.support.calls import bearer, grant, invoke
 
 DENY_MEMORY = """package toolproxy.authz
 import rego.v1

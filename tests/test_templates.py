@@ -12,13 +12,13 @@ from typing import Any
 import asyncpg
 import pytest
 
-from services import templates
+from services.templates import service as templates
 from services.sdk import ToolError
 from services.sdk.service import CallContext, ToolResult
 from services.templates.agents import create_from_template, detect_drift, get_agent, sync_agent
-from services.templates.domain import Template, updated
-from tests.conftest import invoke
-from tests.data_helpers import BOUNDARY, assert_bad_input, events_of, grant_tools, ok, tool_failure
+from services.templates.ops import Template, updated
+from tests.support.calls import invoke
+from tests.support.data_helpers import BOUNDARY, assert_bad_input, events_of, grant_tools, ok, tool_failure
 
 WRITES = ("template.create", "template.update", "template.delete")
 MISSING = "00000000-0000-4000-8000-000000000000"

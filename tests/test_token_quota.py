@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from proxy import appkeys
-from proxy.app import create_app
+from proxy.web import keys as appkeys
+from proxy.web.app import create_app
 from services.builtin import BUILTIN_TOOLS, LLM_TOOLS
-from services.sdk.manifest import ToolManifest
-from services.sdk.token_estimate import TokenEstimate
-from tests.c_helpers import granted, tool_code
-from tests.conftest import bearer, invoke
-from tests.fake_llm import FakeLLM
+from wire.manifest import ToolManifest
+from wire.token_estimate import TokenEstimate
+from tests.support.c_helpers import granted, tool_code
+from tests.support.calls import bearer, invoke
+from tests.support.fake_llm import FakeLLM
 
 HELLO = [{"role": "user", "content": "hello"}]  # 35 bytes of JSON: 9 tokens
 ESTIMATE = 9 + 100  # with max_tokens 100

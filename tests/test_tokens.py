@@ -9,8 +9,9 @@ import time
 import jwt
 import pytest
 
-from proxy.tokens import mint
-from tests.conftest import TEST_SECRET, bearer
+from proxy.identity.tokens import mint
+from tests.support.calls import bearer
+from tests.support.settings import TEST_SECRET
 
 
 def _claims(**over: object) -> dict[str, object]:
@@ -95,8 +96,8 @@ async def test_a_30_day_token_is_the_longest_accepted(client) -> None:
     assert r.status == 200, await r.text()
 
 
-def test_minting_and_verification_share_the_maximum(settings) -> None:
-    from proxy.tokens import TokenVerifier
+async def test_minting_and_verification_share_the_maximum(settings) -> None:
+    from proxy.identity.verifier import TokenVerifier
 
     short = settings.model_copy(update={"jwt_max_ttl_s": 3600})
     with pytest.raises(ValueError, match="3600"):
@@ -105,5 +106,5 @@ def test_minting_and_verification_share_the_maximum(settings) -> None:
     from proxy.errors import Unauthenticated
 
     with pytest.raises(Unauthenticated, match="lifetime exceeds 3600"):
-        TokenVerifier(short).verify(tok)
-    assert TokenVerifier(settings).verify(tok).agent_id == "a1"
+        await TokenVerifier(short).verify(tok)
+    assert (await TokenVerifier(settings).verify(tok)).agent_id == "a1"

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from tests.conftest import grant, invoke
+from tests.support.calls import grant, invoke
 
 
 @pytest.mark.parametrize(

@@ -14,23 +14,27 @@ import orjson
 import pytest
 from jsonschema import Draft202012Validator
 
-from services import calendar_ops, embedding_hash, math_eval, memory_summary, text_ops
-from services.calendar_service import calendar_tool
-from services.embeddings_service import embeddings_tool
-from services.math_service import math_tool
-from services.math_service import output as math_output
-from services.memory_service import memory_tool
+from services.calendar import ops as calendar_ops
+from services.embeddings import ops as embedding_hash
+from services.math import ops as math_eval
+from services.memory import ops as memory_summary
+from services.text import ops as text_ops
+from services.calendar.service import calendar_tool
+from services.embeddings.service import embeddings_tool
+from services.math.service import math_tool
+from services.math.service import output as math_output
+from services.memory.service import memory_tool
 from services.sdk import CallContext, ToolError
 from services.sdk.service import ToolDef
-from services.text_service import text_tool
-from tests.tool_harness import run_tool
+from services.text.service import text_tool
+from tests.support.tool_harness import run_tool
 
 SERVICE_MODULES = {
-    "math": "services.math_service",
-    "text": "services.text_service",
-    "calendar": "services.calendar_service",
-    "memory": "services.memory_service",
-    "embeddings": "services.embeddings_service",
+    "math": "services.math.service",
+    "text": "services.text.service",
+    "calendar": "services.calendar.service",
+    "memory": "services.memory.service",
+    "embeddings": "services.embeddings.service",
 }
 
 

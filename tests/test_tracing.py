@@ -8,11 +8,12 @@ import asyncio
 
 import aiohttp
 
-from proxy import tracing
-from proxy.tracing import STAGES
-from tests.conftest import TEST_SECRET, bearer
-from tests.infra import ProxyProcess
-from tests.otlp_receiver import OtlpReceiver
+from infra import tracing
+from infra.tracing import STAGES
+from tests.support.calls import bearer
+from tests.support.settings import TEST_SECRET
+from tests.support.infra import ProxyProcess
+from tests.support.otlp_receiver import OtlpReceiver
 
 
 async def test_a_call_is_one_trace_with_a_span_per_stage(database_url, nats_url, builtin, token,

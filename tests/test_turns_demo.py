@@ -9,11 +9,11 @@ import uuid
 import orjson
 import pytest
 
-from proxy import appkeys
-from proxy.app import create_app
-from proxy.events import TOOL_EVENTS, TYPES
-from tests.conftest import bearer, grant, invoke
-from tests.turn_helpers import (
+from proxy.web import keys as appkeys
+from proxy.web.app import create_app
+from proxy.records.events import TOOL_EVENTS, TYPES
+from tests.support.calls import bearer, grant, invoke
+from tests.support.turn_helpers import (
     decide,
     get_turn,
     granted,
@@ -256,9 +256,23 @@ async def test_bad_turn_requests_are_refused(client, token, team, body) -> None:
     assert (await r.json())["error"]["code"] == "invalid_request"
 
 
-async def test_the_model_agent_needs_an_upstream(client, token, team) -> None:
+async def test_the_model_agent_needs_an_upstream(client, token, team, llm_served, monkeypatch) -> None:
+    """Its steps are llm.chat calls: where llm.chat has no responder the turn cannot start — a
+    passing outage is 503 (retry), a stack that never served llm.chat (no
+    TOOLPROXY_LLM_BASE_URL) has no model agent: 400, which retrying cannot change."""
+    await llm_served.serve(None)
+    catalog = client.app[appkeys.CATALOG]
+    for _ in range(200):  # the service's goodbye reaches the catalog
+        if not catalog.available("llm.chat"):
+            break
+        await asyncio.sleep(0.02)
     status, body = await start_turn(client, token(team=team), "hello", agent="model")
-    assert status == 503 and body["error"]["code"] == "model_not_configured"
+    assert status == 503 and body["error"]["code"] == "tool_unavailable", body
+    # A catalog that never heard of llm.chat: the stack offers no model agent.
+    known = catalog.get
+    monkeypatch.setattr(catalog, "get", lambda name: None if name == "llm.chat" else known(name))
+    status, body = await start_turn(client, token(team=team), "hello", agent="model")
+    assert status == 400 and body["error"]["code"] == "model_not_configured", body
 
 
 async def test_unauthenticated_turns_are_refused(client) -> None:

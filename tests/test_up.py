@@ -2,38 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from proxy.embedded.ports import free_port
-from tests.infra import scratch_dir
-
-TOOLPROXY = [sys.executable, "-m", "proxy.cli.main"]
-ENV = {k: v for k, v in os.environ.items() if not k.startswith("TOOLPROXY_")}
-
-
-def post(url: str, body: dict, token: str) -> tuple[int, dict]:
-    req = urllib.request.Request(
-        url, data=json.dumps(body).encode(), method="POST",
-        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+from infra.embedded.ports import free_port
+from tests.support.up_process import ENV, TOOLPROXY, Up, cli, post
 
 
 def _alive(pid: int) -> bool:
@@ -48,59 +27,6 @@ def _alive(pid: int) -> bool:
         return False
 
 
-class Up:
-    """One `toolproxy up` subprocess; always stopped by its own PID."""
-
-    def __init__(self, data_dir: Path, port: int) -> None:
-        self.data_dir = data_dir
-        self.port = port
-        self.proc = subprocess.Popen(
-            [*TOOLPROXY, "up", "--port", str(port), "--data-dir", str(data_dir)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
-        )
-        self.lines: list[str] = []
-
-    def wait_ready(self, timeout: float = 90.0) -> str:
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                break
-            self.lines.append(line.rstrip())
-            if line.startswith("toolproxy ready at "):
-                return line.split(" at ", 1)[1].strip()
-        raise AssertionError(f"not ready: {self.lines} / {self.stderr()}")
-
-    def stderr(self) -> str:
-        if self.proc.poll() is None:
-            return ""
-        assert self.proc.stderr is not None
-        return self.proc.stderr.read()
-
-    def runtime(self) -> dict:
-        return json.loads((self.data_dir / "runtime.json").read_text())
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        return self.proc.wait(timeout)
-
-
-@pytest.fixture
-def data_dir() -> Iterator[Path]:
-    d = scratch_dir("toolproxy-up-")
-    yield d / "data"
-    shutil.rmtree(d, ignore_errors=True)
-
-
-def cli(*args: str, data_dir: Path) -> str:
-    out = subprocess.run([*TOOLPROXY, *args, "--data-dir", str(data_dir)], capture_output=True,
-                         text=True, env=ENV, timeout=60)
-    assert out.returncode == 0, out.stderr
-    return out.stdout.strip()
-
-
 def test_up_serves_stops_cleanly_and_keeps_data(data_dir: Path) -> None:
     port = free_port()
     up = Up(data_dir, port)
@@ -108,7 +34,7 @@ def test_up_serves_stops_cleanly_and_keeps_data(data_dir: Path) -> None:
         url = up.wait_ready()
         assert url == f"http://127.0.0.1:{port}"
         children = up.runtime()["children"]
-        assert set(children) == {"postgres", "nats", "services", "plugins", "proxy"}
+        assert set(children) == {"postgres", "nats", "services", "plugins", "upstreams", "proxy"}
         # The embedded NATS runs Go code on half the CPUs (TOOLPROXY_NATS_GOMAXPROCS unset).
         environ = Path(f"/proc/{children['nats']}/environ").read_bytes().split(b"\0")
         assert f"GOMAXPROCS={max(1, (os.cpu_count() or 2) // 2)}".encode() in environ
@@ -172,8 +98,8 @@ def test_the_workers_supervisor_does_not_load_the_app() -> None:
     """`serve` with several workers only starts and watches them, and the plugin host's entry
     lives in the same module: neither may import the app (every route, the policy engine,
     web3...), which kept ~40 MB more resident in each for nothing."""
-    probe = ("import sys, proxy.cli.serve; "
-             "print(sorted(m for m in sys.modules if m in ('proxy.app', 'pdp.point', 'aiohttp.web')))")
+    probe = ("import sys, cli.serve; "
+             "print(sorted(m for m in sys.modules if m in ('proxy.web.app', 'pdp.point', 'aiohttp.web')))")
     done = subprocess.run([*TOOLPROXY[:1], "-c", probe], env=ENV, capture_output=True, text=True,
                           timeout=60, check=True)
     assert done.stdout.strip() == "[]"
@@ -190,8 +116,8 @@ def test_a_bad_nats_thread_count_fails_plainly_before_anything_starts(data_dir: 
 
 
 def test_nats_thread_counts() -> None:
-    from proxy.embedded.nats import go_threads
-    from proxy.embedded.postgres import EmbeddedError
+    from infra.embedded.nats import go_threads
+    from infra.embedded.postgres import EmbeddedError
 
     assert [go_threads(None, cpus) for cpus in (1, 2, 3, 8)] == [1, 1, 1, 4]
     assert go_threads("", 8) == 4

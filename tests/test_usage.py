@@ -8,9 +8,10 @@ from datetime import datetime, timezone
 
 import pytest
 
-from proxy.journal import Entry, entry_doc, write_docs
-from proxy.usage import UsageRecord
-from tests.conftest import bearer, grant, invoke
+from proxy.records.entry import Entry, entry_doc
+from proxy.records.batch_write import write_docs
+from proxy.records.usage import UsageRecord
+from tests.support.calls import bearer, grant, invoke
 
 
 async def rows_for(db_pool, team: str, expected: int, timeout: float = 10.0) -> list[dict]:

@@ -1,7 +1,7 @@
 # Toolproxy authorization policy: may this subject invoke this tool, with these arguments?
 #
 # Input (built by pdp.input.build_input, pinned by tests/test_pdp_input.py):
-#   version, subject{agent_id, team_id, roles}, action ("tool.<name>.invoke"),
+#   version, subject{agent_id, team_id, roles, scopes}, action ("tool.<name>.invoke"),
 #   tool{tool_id, version, category, action, risk, network, requires_approval, timeout_ms, plugin},
 #   args, context{team_id, agent_run_id, confidential}, grants (exact capabilities),
 #   overrides (this subject's per-tool overrides), team_rules (the subject's own team's rules
@@ -20,6 +20,12 @@ category_timeout_ms := {"A": 2000, "B": 3000, "C": 5000, "D": 10000}
 
 category_rate_per_minute := {"A": 600, "B": 120, "C": 30, "D": 5}
 
+# The rate rule, stated once (docs/governance/grants-and-overrides.md#rates): an agent's rate
+# for a tool is its category's default unless an override sets one, and a team rule's rate can
+# only lower the result. Who may set what is the admin overrides route's to enforce (the
+# policy does not see who wrote an override): a team's governance only tightens (at most the
+# category's default); raising a rate above it takes an admin (at most 1,000,000/min).
+
 # Input fields bound once: in rego-cpp each `input.` lookup costs more than a rule reference.
 tool := input.tool
 
@@ -32,11 +38,14 @@ tool_overrides := [o | some o in input.overrides; o.tool == tool.tool_id]
 
 override_effects := {o.effect | some o in tool_overrides}
 
-# What a decision reads besides the subject, tool, grants, overrides, team rules, approval and
-# phase: the arguments only for these tools, and never the run id. The proxy's decision cache
-# keys on exactly this (a policy that does not declare it is taken to read everything); a test checks
-# the declaration against the decision table. Add a tool here with any argument-aware rule.
-input_reads := {"args": ["data.query", "greenfood.order"], "agent_run_id": false}
+# What a decision reads besides the subject's team, roles and scopes, tool, grants, overrides,
+# team rules, approval and phase: the arguments only for these tools, never the run id, and never
+# the agent's id itself (what is the agent's own — its grants, its overrides — is in the input
+# already). The proxy's decision cache keys on exactly this (a policy that does not declare it is
+# taken to read everything): agents of one team with the same grants share a decision. A test
+# checks the declaration against the decision table. Add a tool here with any argument-aware
+# rule; set "agent_id" to true with any rule on `input.subject.agent_id`.
+input_reads := {"args": ["data.query", "greenfood.order"], "agent_run_id": false, "agent_id": false}
 
 # The subject's own team's rules for this tool, set by that team's governance. Optional in the
 # input (older callers, the decision table's cases): absent means none.
@@ -72,7 +81,20 @@ permitted contains "granted" if input.action in input.grants
 
 permitted contains "override_allow" if "allow" in override_effects
 
+# --- delegated least privilege ----------------------------------------------------------
+
+# A token that carries tool scopes (`tool.<name>.invoke`, granted by an OpenID provider or
+# `toolproxy token --scope`) may list and call only those tools, and only what its grants
+# allow besides; a token without any tool scope is governed by the grants alone. `scopes` is
+# optional in the input (older callers, the decision table's first cases): absent means none.
+tool_scopes := {s | some s in object.get(input.subject, "scopes", []); startswith(s, "tool."); endswith(s, ".invoke")}
+
 # --- denials -------------------------------------------------------------------------------
+
+deny contains "scope_excludes_tool" if {
+	count(tool_scopes) > 0
+	not input.action in tool_scopes
+}
 
 deny contains "grant_required" if count(permitted) == 0
 

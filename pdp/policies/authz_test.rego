@@ -38,7 +38,10 @@ tool(id, category, action, requires_approval, timeout_ms) := {
 # The input for one call of `name` by agent-1 of team t1; keys of `o` replace the defaults.
 doc(name, o) := {
 	"version": 1,
-	"subject": {"agent_id": "agent-1", "team_id": "t1", "roles": object.get(o, "roles", ["agent"])},
+	"subject": {
+		"agent_id": "agent-1", "team_id": "t1", "roles": object.get(o, "roles", ["agent"]),
+		"scopes": object.get(o, "scopes", []),
+	},
 	"action": concat("", ["tool.", name, ".invoke"]),
 	"tool": object.get(o, "tool", tools[name]),
 	"args": object.get(o, "args", {}),
@@ -218,6 +221,17 @@ test_team_rule_rate_and_timeout_only_tighten if {
 	loose := decide("math", {"team_rules": [rule("math", {"rate_per_minute": 100000, "timeout_ms": 60000})]})
 	loose.obligations.rate.per_minute == 600
 	loose.obligations.timeout_ms == 1500
+}
+
+# An override's rate replaces the category's, lower or higher (the route lets only admins
+# raise it); the lowest of several overrides wins.
+test_override_rate_replaces_the_category_default if {
+	raised := [{"tool": "task.list", "effect": "allow", "timeout_ms": null, "rate_per_minute": 6000}]
+	decide("task.list", {"overrides": raised}).obligations.rate.per_minute == 6000
+	lower := [{"tool": "task.list", "effect": "allow", "timeout_ms": null, "rate_per_minute": 3}]
+	decide("task.list", {"overrides": lower}).obligations.rate.per_minute == 3
+	both := array.concat(raised, lower)
+	decide("task.list", {"overrides": both}).obligations.rate.per_minute == 3
 }
 
 test_team_rule_rate_caps_an_override_rate if {
@@ -537,4 +551,27 @@ test_water_valve_set_is_for_admins_with_a_grant_and_an_approval if {
 	pending(decide("water.valve.set", o), ["approval_required", "granted"])
 	done := object.union(o, {"approval": approved})
 	allowed(decide("water.valve.set", done), ["approved", "granted"])
+}
+
+# --- delegated least privilege: tool scopes -----------------------------------------------
+
+test_a_token_without_tool_scopes_is_governed_by_grants_alone if {
+	allowed(decide("math", {"scopes": ["mcp", "openid"]}), ["category_a_default"])
+	allowed(decide("task.create", {"scopes": ["mcp"], "grants": [grant("task.create")]}), ["granted"])
+}
+
+test_tool_scopes_allow_only_the_tools_they_name if {
+	allowed(decide("math", {"scopes": ["mcp", "tool.math.invoke"]}), ["category_a_default"])
+	denied(decide("memory.write", {"scopes": ["tool.math.invoke"], "grants": [grant("memory.write")]}), ["scope_excludes_tool"])
+	denied(decide("math", {"scopes": ["tool.task.list.invoke"], "phase": "list"}), ["scope_excludes_tool"])
+}
+
+test_a_tool_scope_is_no_grant if {
+	denied(decide("task.create", {"scopes": ["tool.task.create.invoke"]}), ["grant_required"])
+	allowed(decide("task.create", {"scopes": ["tool.task.create.invoke"], "grants": [grant("task.create")]}), ["granted"])
+}
+
+test_tool_scopes_match_exactly if {
+	denied(decide("task.list", {"scopes": ["tool.task.invoke"], "grants": [grant("task.list")]}), ["scope_excludes_tool"])
+	denied(decide("task.list", {"scopes": ["tool.*.invoke"], "grants": [grant("task.list")]}), ["scope_excludes_tool"])
 }

@@ -1,5 +1,6 @@
 """What an agent works with during a turn: its tool calls (through the pipeline, bounded, each
-carrying the turn id), its steps and events, and its resumable state."""
+carrying the turn id), its model calls (llm.chat, through the pipeline too), its steps and
+events, and its resumable state."""
 
 from __future__ import annotations
 
@@ -7,23 +8,20 @@ from datetime import datetime, timezone
 from typing import Any
 
 import orjson
-import structlog
 from aiohttp import web
 
-from pdp.digest import args_digest
-from proxy.approval_flow import ApprovalFlow
-from proxy.call import Outcome
-from proxy.envelope import CallContext, InvokeRequest
+from wire.digest import args_digest
+from proxy.core.approval_flow import ApprovalFlow
+from proxy.core.envelope import CallContext, InvokeRequest
+from proxy.core.outcome import HttpStatusOf, Outcome
 from proxy.errors import ApiError
-from proxy.events import event
-from proxy.identity import Identity
-from proxy.journal import Journal
-from proxy.pipeline import Pipeline, error_outcome
-from proxy.run_budget import BudgetUnavailable
+from proxy.records.events import event
+from proxy.identity.identity import Identity
+from proxy.records.journal import Journal
+from proxy.core.pipeline import Pipeline
+from proxy.turns.model_call import LLM_TOOL
 from proxy.turns.models import Step, Turn
 from proxy.turns.store import MAX_STATE_BYTES, TurnStore
-
-log = structlog.get_logger("toolproxy.turns")
 
 MAX_ARGS_IN_STEP = 2048  # a call's arguments kept in its step; larger ones by hash and size
 
@@ -40,24 +38,28 @@ class StateTooLarge(Exception):
     pass
 
 
-def result_view(body: dict[str, Any]) -> dict[str, Any]:
+def result_view(o: Outcome) -> dict[str, Any]:
     """A call's outcome as a step keeps it: a reference, never the output itself."""
-    view: dict[str, Any] = {"status": body.get("status"), "call_id": body.get("call_id")}
-    for key in ("result_id", "approval_id", "expires_at", "tokens_used", "cost_1t"):
-        if body.get(key) is not None:
-            view[key] = body[key]
-    error = body.get("error")
-    if isinstance(error, dict):
-        view["code"] = error.get("code")
-        if error.get("reasons"):
-            view["reasons"] = error["reasons"]
-    if body.get("ok") is True:
-        view["output_bytes"] = len(orjson.dumps(body.get("output")))
-    refs = {k: body[k] for k in ("artifacts", "object_refs", "observations", "provenance_refs")
-            if body.get(k)}
+    view: dict[str, Any] = {"status": o.status or None, "call_id": o.call_id}
+    metered = o.ok or o.executed  # the body states tokens and cost
+    for key, value in (("result_id", o.result_id), ("approval_id", o.approval_id),
+                       ("expires_at", o.expires_at), ("tokens_used", o.tokens_used if metered else None),
+                       ("cost_1t", o.cost if metered else None)):
+        if value is not None:
+            view[key] = value
+    if not o.ok:
+        view["code"] = o.code
+        if o.reasons:
+            view["reasons"] = o.reasons
+    else:
+        view["output_bytes"] = len(orjson.dumps(o.output))
+    refs = {k: o.refs[k] for k in _STEP_REFS if o.refs.get(k)}
     if refs:
         view["refs"] = refs
     return view
+
+
+_STEP_REFS = ("artifacts", "object_refs", "observations", "provenance_refs")
 
 
 def args_view(args: Any) -> dict[str, Any]:
@@ -71,8 +73,9 @@ def args_view(args: Any) -> dict[str, Any]:
 class TurnContext:
     def __init__(self, *, app: web.Application, identity: Identity, turn: Turn, store: TurnStore,
                  journal: Journal, pipeline: Pipeline, flow: ApprovalFlow, owner: str,
-                 max_calls: int) -> None:
+                 max_calls: int, http_status: HttpStatusOf) -> None:
         self.app = app
+        self.http_status = http_status  # how the native API answers an outcome (kept in steps)
         self.identity = identity
         self.turn = turn
         self.store = store
@@ -140,15 +143,16 @@ class TurnContext:
         try:
             outcome = await self.pipeline.invoke(self.identity, request, turn_id=self.turn.turn_id)
         except ApiError as exc:  # refused before a call existed: unknown tool, bad args
-            outcome = error_outcome(exc)
+            outcome = Outcome.refused(exc)
             await self.emit("agent.error", {"tool": tool, "code": exc.code, "message": exc.message[:500]})
         self.record_result(tool, outcome)
         return outcome
 
     def record_result(self, tool: str, outcome: Outcome, **extra: Any) -> None:
-        view = {"tool": tool, "http_status": outcome.http_status, **result_view(outcome.body), **extra}
+        view = {"tool": tool, "http_status": self.http_status(outcome), **result_view(outcome),
+                **extra}
         kind = "authorization_required" if outcome.status == "AUTHORIZATION_REQUIRED" else "tool_result"
-        self.step(kind, view, call_id=outcome.body.get("call_id"))
+        self.step(kind, view, call_id=outcome.call_id)
 
     async def resume_call(self, call_id: str) -> Outcome:
         """A held call, once decided: run (exactly once) if approved, its refusal otherwise;
@@ -156,19 +160,26 @@ class TurnContext:
         try:
             return await self.flow.resume(self.identity, call_id, None)
         except ApiError as exc:
-            return error_outcome(exc)
+            return Outcome.refused(exc)
 
     async def withdraw(self, call_id: str) -> bool:
         """Cancel a held call of this turn (it ends CANCELLED, recorded like any call)."""
         return await self.flow.cancel_held(call_id, f"turn:{self.turn.turn_id}")
 
-    async def add_tokens(self, tokens: int) -> None:
-        """A model's token usage, counted to the turn (its run's `used` adds the turns' tokens)
-        and to the run's budget counter when it has one, before the next step is checked."""
-        if tokens <= 0:
-            return
-        self.turn.tokens_used += tokens
+    async def ask_model(self, args: dict[str, Any]) -> Outcome:
+        """The model agent's step: one llm.chat call through the whole pipeline, as the caller
+        and in its run (proxy/turns/model_call.py says why it carries no turn id). Not one of
+        the turn's tool calls; its tokens count to the turn (the pipeline counts them to the
+        run's budget, the quotas and usage)."""
+        request = InvokeRequest(tool=LLM_TOOL, args=args, context=self.call_context)
         try:
-            await self.pipeline.budgets.add(self.turn.team_id, self.turn.run_id, tokens, 0.0)
-        except BudgetUnavailable as exc:  # the turn's own count stands; the next check says more
-            log.warning("turn_tokens_not_counted", turn_id=self.turn.turn_id, error=str(exc))
+            outcome = await self.pipeline.invoke(self.identity, request)
+        except ApiError as exc:  # refused before a call existed: e.g. a conversation too large
+            outcome = Outcome.refused(exc)
+        self.count_model(outcome)
+        return outcome
+
+    def count_model(self, outcome: Outcome) -> None:
+        """A model call's tokens, counted to the turn (a held one's once it ran, on resume)."""
+        if outcome.executed or outcome.ok:
+            self.turn.tokens_used += max(0, outcome.tokens_used)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from proxy.call import Outcome
+from proxy.core.outcome import Outcome
 from proxy.turns.context import TurnContext
 from proxy.turns.models import Done, Held, Verdict
 
@@ -104,19 +104,17 @@ class DemoAgent:
 
     async def _read(self, ctx: TurnContext, tool: str, args: dict[str, Any]) -> dict[str, Any]:
         outcome = await ctx.call_tool(tool, args)
-        body = outcome.body
         if outcome.status == "AUTHORIZATION_REQUIRED":
-            withdrawn = await ctx.withdraw(str(body.get("call_id")))
+            withdrawn = await ctx.withdraw(str(outcome.call_id))
             ctx.step("agent", {"message": f"{tool} is held for approval; a read is not worth the "
-                               "wait, so the call is withdrawn", "call_id": body.get("call_id"),
+                               "wait, so the call is withdrawn", "call_id": outcome.call_id,
                                "withdrawn": withdrawn})
-            return {"status": "needs_approval", "call_id": body.get("call_id")}
-        if body.get("ok") is not True:
-            error = body.get("error") or {}
-            return {"status": outcome.status or "ERROR", "code": error.get("code"),
-                    "call_id": body.get("call_id")}
-        output = body.get("output") or {}
-        seen: dict[str, Any] = {"status": "read", "call_id": body.get("call_id")}
+            return {"status": "needs_approval", "call_id": outcome.call_id}
+        if not outcome.ok:
+            return {"status": outcome.status or "ERROR", "code": outcome.code,
+                    "call_id": outcome.call_id}
+        output = outcome.output or {}
+        seen: dict[str, Any] = {"status": "read", "call_id": outcome.call_id}
         if tool == "task.list":
             tasks = output.get("tasks") or []
             seen["count"] = output.get("count", len(tasks))
@@ -165,18 +163,16 @@ class DemoAgent:
 
 
 def _held(outcome: Outcome) -> dict[str, Any]:
-    body = outcome.body
-    return {"call_id": body.get("call_id"), "approval_id": body.get("approval_id"),
-            "expires_at": body.get("expires_at"), "tool": ORDER_TOOL}
+    return {"call_id": outcome.call_id, "approval_id": outcome.approval_id,
+            "expires_at": outcome.expires_at, "tool": ORDER_TOOL}
 
 
 def _summary(outcome: Outcome) -> dict[str, Any]:
-    body = outcome.body
-    out: dict[str, Any] = {"status": outcome.status or "ERROR", "call_id": body.get("call_id")}
-    if body.get("ok") is True:
-        output = body.get("output") or {}
+    out: dict[str, Any] = {"status": outcome.status or "ERROR", "call_id": outcome.call_id}
+    if outcome.ok:
+        output = outcome.output or {}
         out.update({k: output.get(k) for k in ("order_id", "product_id", "qty")})
-        out["result_id"] = body.get("result_id")
+        out["result_id"] = outcome.result_id
     else:
-        out["code"] = (body.get("error") or {}).get("code")
+        out["code"] = outcome.code
     return out

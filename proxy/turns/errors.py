@@ -18,5 +18,9 @@ class RunCompleted(Conflict):
 
 
 class ModelNotConfigured(ApiError):
+    """Its steps are llm.chat calls: where no service serves llm.chat (no TOOLPROXY_LLM_BASE_URL),
+    this stack offers no model agent. A 4xx: asking again cannot help until an operator
+    configures one (a 503 told clients to retry for nothing)."""
+
     code = "model_not_configured"
-    http_status = 503
+    http_status = 400

@@ -1,6 +1,12 @@
-"""The model agent: a chat-completions loop whose tools are exactly the caller's
-`GET /v1/openai/tools`, and whose tool calls go through the very code of
+"""The model agent: a chat-completions loop whose every model step is an `llm.chat` call of
+the turn's agent through the pipeline (proxy/turns/model_call.py), whose tools are exactly the
+caller's `GET /v1/openai/tools`, and whose tool calls go through the very code of
 `POST /v1/openai/tool_calls` (same policy, limits, approvals, usage).
+
+A model call refused by the agent's rate limit waits its turn (up to MAX_RATE_WAIT_S a step:
+the turn slows to the pace the policy allows); denied, past a quota or the run's budget, or
+failed upstream, it ends the turn with its code; held for an approval, it pauses the turn, and
+on resume its decided outcome is the model's reply.
 
 Every tool call the model asks for counts against the turn's bound, whether it runs or not
 (so a model that repeats itself or never stops reaches the bound); a refusal before the
@@ -11,16 +17,16 @@ becomes the tool message. The conversation is the turn's state, so any replica c
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from typing import Any
 
 import orjson
 from pydantic import ValidationError
 
-from proxy.body import describe
-from proxy.call import Outcome
-from proxy.run_budget import BudgetUnavailable
-from proxy.routes.openai_tools import (
+from proxy.core.input_rules import describe
+from proxy.core.outcome import Outcome
+from proxy.core.tool_calls import (
     MAX_ARGUMENTS_BYTES,
     MAX_TOOL_CALLS,
     ToolCall,
@@ -29,9 +35,9 @@ from proxy.routes.openai_tools import (
     openai_tools,
     run_tool_calls,
 )
-from proxy.turns.context import TurnContext, args_view
+from proxy.turns.context import TurnContext, args_view, result_view
+from proxy.turns.model_call import LLM_TOOL, Reply, model_args, reply_of
 from proxy.turns.models import Done, Failed, Held, Verdict
-from proxy.turns.upstream import ModelClient
 
 SYSTEM_PROMPT = (
     "You are an agent working through Toolproxy, a governed tool gateway. Use the tools offered "
@@ -39,6 +45,7 @@ SYSTEM_PROMPT = (
     "runtime waits for that decision and gives you its outcome; you can never approve anything "
     "yourself. When the task is done, answer in plain text without calling a tool."
 )
+MAX_RATE_WAIT_S = 30.0  # a model step waits this long at most for the agent's rate limit
 MAX_TOOL_CONTENT_BYTES = 16 << 10  # a tool message the model reads; larger ones by reference
 MAX_ASSISTANT_CHARS = 16_000
 EXCERPT_CHARS = 4000
@@ -55,13 +62,12 @@ def bounded_content(outcome: Outcome) -> str:
     size = len(text.encode())
     if size <= MAX_TOOL_CONTENT_BYTES:
         return text
-    body = outcome.body
     return orjson.dumps({
-        "ok": body.get("ok", False), "status": body.get("status"), "truncated": True,
-        "bytes": size, "call_id": body.get("call_id"), "result_id": body.get("result_id"),
+        "ok": outcome.ok, "status": outcome.status or None, "truncated": True,
+        "bytes": size, "call_id": outcome.call_id, "result_id": outcome.result_id,
         "excerpt": text[:EXCERPT_CHARS],
         "explanation": f"the result is {size} bytes; the gateway keeps it whole "
-                       f"(GET /v1/calls/{body.get('call_id')})",
+                       f"(GET /v1/calls/{outcome.call_id})",
     }).decode()
 
 
@@ -88,40 +94,43 @@ def _bounded_message(message: dict[str, Any]) -> dict[str, Any]:
 class ModelAgent:
     name = "model"
 
-    def __init__(self, client: ModelClient | None) -> None:
-        self.client = client
+    def __init__(self, model: str | None) -> None:
+        self.model = model  # one of llm.chat's allowlist or "auto"; None: llm.chat's default
 
     async def run(self, ctx: TurnContext) -> Verdict:
-        if self.client is None:
-            return Failed("model_not_configured", "no model upstream is configured")
         s = ctx.state
         if "messages" not in s:
             s["messages"] = [{"role": "system", "content": SYSTEM_PROMPT},
                              {"role": "user", "content": ctx.turn.input}]
             s["seen"] = {}
             s["model_steps"] = 0
+        resumed: Outcome | None = None  # a held model call, decided
         if ctx.turn.held:
-            still = await self._resume_held(ctx)
+            still, resumed = await self._resume_held(ctx)
             if still:
                 return Held(still)
             await ctx.flush()
         tools = (await openai_tools(ctx.pipeline, ctx.identity))["tools"]
-        run = await ctx.pipeline.runs.get(ctx.turn.team_id, ctx.turn.run_id)
-        max_tokens = run["budget"]["max_tokens"] if run is not None else None
         while True:
-            refused = await self._run_budget(ctx, max_tokens)
-            if refused is not None:
-                return refused
-            s["model_steps"] += 1
-            reply = await self.client.complete(s["messages"], tools)
-            await ctx.add_tokens(reply.tokens)
+            if resumed is None:
+                # The run's budget (and its being active) is the pipeline's to check, as for
+                # any call: a run out of tokens refuses this call run_budget_exceeded.
+                s["model_steps"] += 1
+                outcome = await self._ask(ctx, model_args(s["messages"], tools, self.model))
+            else:
+                outcome, resumed = resumed, None
+                ctx.count_model(outcome)
+            reply = self._reply(ctx, outcome)
+            if not isinstance(reply, Reply):
+                return reply
             message = _bounded_message(reply.message)
             s["messages"].append(message)
             calls = message.get("tool_calls") or []
             text = message.get("content") or ""
             ctx.step("agent", {"model_step": s["model_steps"], "content": text[:2000],
                                "tool_calls": [c["function"]["name"][:64] for c in calls],
-                               "tokens": reply.tokens, "finish_reason": reply.finish_reason})
+                               "tokens": reply.tokens, "finish_reason": reply.finish_reason},
+                     call_id=reply.call_id)
             if not calls:
                 return Done({"answer": text, "model_steps": s["model_steps"],
                              "tokens_used": ctx.turn.tokens_used})
@@ -133,22 +142,36 @@ class ModelAgent:
                 return verdict
             await ctx.flush()
 
-    async def _run_budget(self, ctx: TurnContext, max_tokens: int | None) -> Failed | None:
-        """Before each model step: the run is still active and its tokens not used up (the
-        directory and the budget counter every replica shares; no Postgres round trip)."""
-        budgets = ctx.pipeline.budgets
-        info = budgets.known(ctx.turn.team_id, ctx.turn.run_id)
-        if info is not None and info.status == "completed":
-            return Failed("run_completed", "the turn's run is completed")
-        if max_tokens is None or info is None or not info.budgeted:
-            return None
-        try:
-            used = await budgets.used(ctx.turn.team_id, ctx.turn.run_id)
-        except BudgetUnavailable:
-            return Failed("dependency_unavailable", "the run's budget could not be checked")
-        if used is not None and used.tokens >= max_tokens:
-            return Failed("run_budget_exceeded", "the run's token budget is used up")
-        return None
+    @staticmethod
+    async def _ask(ctx: TurnContext, args: dict[str, Any]) -> Outcome:
+        """The model call; refused by the rate limit, asked again once the limit allows it
+        (each refusal recorded like any call's, and as a step)."""
+        waited = 0.0
+        while True:
+            outcome = await ctx.ask_model(args)
+            wait = outcome.retry_after_s
+            if (outcome.code != "rate_limited" or outcome.status != "DENIED" or wait is None
+                    or waited + wait > MAX_RATE_WAIT_S):
+                return outcome
+            ctx.step("agent", {"model_step": ctx.state["model_steps"], **result_view(outcome),
+                               "retry_in_s": wait}, call_id=outcome.call_id)
+            await ctx.flush()  # a cancellation requested meanwhile ends the turn here
+            await asyncio.sleep(wait)
+            waited += wait
+
+    @staticmethod
+    def _reply(ctx: TurnContext, outcome: Outcome) -> Reply | Held | Failed:
+        """The model call's outcome: its reply, a pause on its approval, or the turn's end
+        (recorded as the step's result, naming the call)."""
+        if outcome.status == "AUTHORIZATION_REQUIRED":
+            ctx.record_result(LLM_TOOL, outcome, model_step=ctx.state["model_steps"])
+            return Held([{"call_id": outcome.call_id, "approval_id": outcome.approval_id,
+                          "expires_at": outcome.expires_at, "tool": LLM_TOOL}])
+        reply = reply_of(outcome)
+        if isinstance(reply, Failed):
+            ctx.step("agent", {"model_step": ctx.state["model_steps"], **result_view(outcome)},
+                     call_id=outcome.call_id)
+        return reply
 
     async def _tool_calls(self, ctx: TurnContext, calls: list[dict[str, Any]]) -> Verdict | None:
         s = ctx.state
@@ -207,22 +230,21 @@ class ModelAgent:
         for i in range(0, len(runnable), MAX_TOOL_CALLS):
             batch = runnable[i:i + MAX_TOOL_CALLS]
             body = ToolCallsBody(tool_calls=[tc for tc, _ in batch], context=ctx.call_context)
-            outcomes = await run_tool_calls(ctx.app, ctx.identity, body, turn_id=ctx.turn.turn_id)
+            outcomes = await run_tool_calls(ctx.pipeline, ctx.flow, ctx.identity, body,
+                                            turn_id=ctx.turn.turn_id)
             for (tc, name), outcome in zip(batch, outcomes, strict=True):
                 ctx.record_result(name[:64], outcome, tool_call_id=tc.id)
                 if outcome.status == "AUTHORIZATION_REQUIRED":
-                    b = outcome.body
-                    held.append({"call_id": b.get("call_id"), "approval_id": b.get("approval_id"),
-                                 "expires_at": b.get("expires_at"), "tool": name[:64],
+                    held.append({"call_id": outcome.call_id, "approval_id": outcome.approval_id,
+                                 "expires_at": outcome.expires_at, "tool": name[:64],
                                  "tool_call_id": tc.id})
                     answers[tc.id] = None  # answered on resume
                     continue
                 answers[tc.id] = bounded_content(outcome)
-                if outcome.body.get("call_id") is None:  # refused before a call existed
-                    error = outcome.body.get("error") or {}
+                if outcome.call_id is None:  # refused before a call existed
                     await ctx.emit("agent.error", {"tool_call_id": tc.id, "name": name[:64],
-                                                   "code": error.get("code"),
-                                                   "message": str(error.get("message", ""))[:500]})
+                                                   "code": outcome.code,
+                                                   "message": outcome.message[:500]})
         return held
 
     async def _refuse(self, ctx: TurnContext, tc_id: str | None, name: str, code: str,
@@ -232,12 +254,18 @@ class ModelAgent:
                                        "message": message[:500]})
         return _refusal(code, message)
 
-    async def _resume_held(self, ctx: TurnContext) -> list[dict[str, Any]]:
-        still = []
+    async def _resume_held(self, ctx: TurnContext) -> tuple[list[dict[str, Any]], Outcome | None]:
+        """The held calls still pending, and the held model call's outcome once decided (a
+        held entry without a tool_call_id is the model call itself)."""
+        still: list[dict[str, Any]] = []
+        model_outcome: Outcome | None = None
         for h in ctx.turn.held:
             outcome = await ctx.resume_call(str(h["call_id"]))
             if outcome.status == "AUTHORIZATION_REQUIRED":
                 still.append(h)
+                continue
+            if "tool_call_id" not in h:
+                model_outcome = outcome
                 continue
             ctx.record_result(h["tool"], outcome, tool_call_id=h["tool_call_id"], resumed=True)
             for m in reversed(ctx.state["messages"]):
@@ -245,4 +273,4 @@ class ModelAgent:
                     m["content"] = bounded_content(outcome)
                     break
         ctx.turn.held = still
-        return still
+        return still, model_outcome

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from proxy.identity import ID_PATTERN
+from wire.ids import ID_PATTERN
 
 STATUSES = ("RUNNING", "AUTHORIZATION_REQUIRED", "COMPLETED", "FAILED", "CANCELLED")
 FINAL = ("COMPLETED", "FAILED", "CANCELLED")

@@ -12,21 +12,24 @@ from typing import Any
 import structlog
 from aiohttp import web
 
-from proxy.approval_flow import ApprovalFlow
+from infra.lifecycle import cancel_and_wait
+from proxy.core.approval_flow import ApprovalFlow
+from proxy.core.errors import ToolUnavailable
 from proxy.config import Settings
 from proxy.errors import ApiError, Forbidden, NotFound
-from proxy.events import event
-from proxy.identity import Identity
-from proxy.journal import Journal
-from proxy.pipeline import Pipeline
-from proxy.runs import RunExists
+from proxy.records.events import event
+from proxy.identity.identity import Identity
+from proxy.records.journal import Journal
+from proxy.core.outcome import HttpStatusOf
+from proxy.core.pipeline import Pipeline
+from proxy.records.runs import RunExists
 from proxy.turns.context import CallLimitReached, StateTooLarge, TurnCancelled, TurnContext
 from proxy.turns.demo import DemoAgent
 from proxy.turns.errors import ModelNotConfigured, RunCompleted, TurnNotHeld, TurnNotRunning
 from proxy.turns.model_agent import ModelAgent
+from proxy.turns.model_call import LLM_TOOL
 from proxy.turns.models import FINAL, Done, Failed, Held, StartTurn, Step, Turn, Verdict
 from proxy.turns.store import TurnLost, TurnStore, iso
-from proxy.turns.upstream import ModelClient, UpstreamError
 
 log = structlog.get_logger("toolproxy.turns")
 
@@ -55,15 +58,15 @@ def brief(turn: Turn) -> dict[str, Any]:
 
 class TurnRuntime:
     def __init__(self, app: web.Application, *, settings: Settings, pipeline: Pipeline,
-                 flow: ApprovalFlow, journal: Journal, model: ModelClient | None) -> None:
+                 flow: ApprovalFlow, journal: Journal, http_status: HttpStatusOf) -> None:
         self.app = app
+        self.http_status = http_status
         self.settings = settings
         self.pipeline = pipeline
         self.flow = flow
         self.journal = journal
         self.store = TurnStore(pipeline.pool)
-        self.model = model
-        self.agents = {"demo": DemoAgent(), "model": ModelAgent(model)}
+        self.agents = {"demo": DemoAgent(), "model": ModelAgent(settings.turn_model)}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._sweeper: asyncio.Task[None] | None = None
 
@@ -74,9 +77,16 @@ class TurnRuntime:
     # --- the routes' operations -------------------------------------------------------------
 
     async def start(self, identity: Identity, body: StartTurn) -> tuple[int, dict[str, Any]]:
-        if body.agent == "model" and self.model is None:
-            raise ModelNotConfigured("no model upstream is configured (TOOLPROXY_MODEL_BASE_URL, "
-                                     "TOOLPROXY_MODEL_NAME)")
+        if body.agent == "model" and not self.pipeline.catalog.available(LLM_TOOL):
+            # Its steps are llm.chat calls. Never announced: this stack has no model agent (a
+            # client error, asking again cannot help); announced but with no responder now: a
+            # passing outage, worth a retry.
+            if self.pipeline.catalog.get(LLM_TOOL) is not None:
+                raise ToolUnavailable("llm.chat, the model agent's steps, has no responder right "
+                                      "now; try again shortly", headers={"Retry-After": "1"})
+            raise ModelNotConfigured("no model upstream is configured: the model agent's steps are "
+                                     "llm.chat calls, and no service serves llm.chat "
+                                     "(TOOLPROXY_LLM_BASE_URL, TOOLPROXY_LLM_MODELS)")
         run_id = await self._run_for(identity, body.run_id)
         turn = Turn(turn_id=str(uuid.uuid4()), team_id=identity.team_id, agent_id=identity.agent_id,
                     run_id=run_id, agent=body.agent, status="RUNNING", input=body.input)
@@ -200,7 +210,8 @@ class TurnRuntime:
     def _context(self, identity: Identity, turn: Turn) -> TurnContext:
         return TurnContext(app=self.app, identity=identity, turn=turn, store=self.store,
                            journal=self.journal, pipeline=self.pipeline, flow=self.flow,
-                           owner=self.owner, max_calls=self.settings.turn_max_calls)
+                           owner=self.owner, max_calls=self.settings.turn_max_calls,
+                           http_status=self.http_status)
 
     def _spawn(self, ctx: TurnContext) -> asyncio.Task[None]:
         task = asyncio.create_task(self._drive(ctx), name=f"turn-{ctx.turn.turn_id}")
@@ -227,8 +238,6 @@ class TurnRuntime:
                 verdict: Verdict = await agent.run(ctx)
             except CallLimitReached as exc:
                 verdict = Failed("call_limit_reached", str(exc))
-            except UpstreamError as exc:
-                verdict = Failed(exc.code, exc.message)
             except StateTooLarge as exc:
                 verdict = Failed("turn_too_large", str(exc))
             except ApiError as exc:  # e.g. the policy could not list the tools
@@ -311,13 +320,8 @@ class TurnRuntime:
         self._sweeper = asyncio.create_task(loop(), name="turn-sweeper")
 
     async def close(self) -> None:
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
+        await cancel_and_wait(self._sweeper)
         tasks = list(self._tasks.values())
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if self.model is not None:
-            await self.model.close()

@@ -185,13 +185,5 @@ class TurnStore:
         return [_turn(r) for r in rows]
 
 
-async def model_tokens(pool: asyncpg.Pool, team_id: str, run_id: str) -> int:
-    """The tokens the run's turns spent on their model (a run's `used.tokens` adds them to
-    its calls' tokens when no budget counter keeps the total)."""
-    return int(await pool.fetchval(
-        "SELECT coalesce(sum(tokens_used), 0) FROM turns WHERE team_id = $1 AND run_id = $2",
-        team_id, run_id))
-
-
 def iso(v: datetime | None) -> str | None:
     return v.isoformat() if v else None

@@ -17,8 +17,8 @@ from nats.js.errors import KeyNotFoundError
 from nats.js.kv import KeyValue
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from proxy.jetstream import Ensure, asset_missing
-from proxy.limits.kv import CasStore
+from infra.jetstream import Ensure, asset_missing, ensure_bucket, replicas_setting, ride_out
+from infra.kv import CasStore
 
 BUCKET = "toolproxy_agent_invocations"
 # An invocation lives at most a category C deadline; the TTL only sweeps what a crash left.
@@ -66,24 +66,25 @@ class Invocations:
 
     def __init__(self) -> None:
         self._nc: NATS | None = None
+        self._replicas = 1
         self._kv: KeyValue | None = None
         self._serving: CasStore | None = None
         self._ensure = Ensure(self._create)
 
     async def open(self, nc: NATS) -> None:
         self._nc = nc
+        self._replicas = replicas_setting()  # TOOLPROXY_JETSTREAM_REPLICAS (invalid: refused here)
         await self._ensure.at_start()
 
     async def _create(self) -> None:
         assert self._nc is not None
         js = self._nc.jetstream(timeout=2.0)
-        try:
-            self._kv = await js.key_value(BUCKET)
-        except Exception:
-            self._kv = await js.create_key_value(config=KeyValueConfig(
-                bucket=BUCKET, history=1, ttl=TTL_S, storage=StorageType.MEMORY))
+        self._kv = await ensure_bucket(js, KeyValueConfig(
+            bucket=BUCKET, history=1, ttl=TTL_S, storage=StorageType.MEMORY,
+            replicas=self._replicas))
         if self._serving is None:
-            self._serving = CasStore(self._kv, on_missing=self._ensure)
+            self._serving = CasStore(self._kv, on_missing=self._ensure,
+                                     ride_out_s=ride_out(self._replicas))
         else:
             self._serving.forget()
 

@@ -25,7 +25,7 @@ from services.agents.protocol import (
     agent_subject,
     is_agent_id,
 )
-from services.sdk.protocol import respond
+from wire.protocol import respond
 
 log = structlog.get_logger("toolproxy.agent")
 

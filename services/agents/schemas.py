@@ -23,7 +23,7 @@ VALUE_DEFS: dict[str, Any] = {
         "anyOf": [
             {"type": "string", "maxLength": 32_000, "pattern": NO_NUL},
             {"type": "integer", "minimum": INT64_MIN, "maximum": INT64_MAX},
-            {"type": "number", "not": {"type": "integer"}},
+            {"type": "number"},
             {"type": "boolean"},
             {"type": "null"},
             {"type": "array", "maxItems": 256, "items": {"$ref": "#/$defs/value"}},

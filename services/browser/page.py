@@ -1,4 +1,4 @@
-"""What browser.lite and browser.full share: their schemas and fetch-then-extract."""
+"""What browser.lite and browser.full share: fetch a page, then extract its text and links."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from services.browser.extract import MAX_LINKS, extract_html, extract_text
+from services.browser.extract import extract_html, extract_text
 from services.netguard.fetch import Fetcher
 from services.netguard.hosts import HostPattern
-from services.netguard.urls import MAX_URL_LENGTH, parse_url
+from services.netguard.urls import parse_url
 from services.sdk import CallContext
 from services.sdk.service import ToolResult
 
@@ -17,38 +17,6 @@ DEFAULT_MAX_BYTES = 200_000
 MAX_BYTES = 1_000_000
 ACCEPT = frozenset({"text/html", "text/plain"})
 DEADLINE_MARGIN_S = 0.3  # answer with our own code before the SDK's deadline fires
-
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["url"],
-    "properties": {
-        "url": {"type": "string", "minLength": 1, "maxLength": MAX_URL_LENGTH,
-                "description": "an http(s) URL"},
-        "max_bytes": {"type": "integer", "minimum": 1, "maximum": MAX_BYTES,
-                      "description": f"how much of the body to read (default {DEFAULT_MAX_BYTES})"},
-    },
-}
-
-OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["url", "status", "title", "text", "links", "truncated"],
-    "properties": {
-        "url": {"type": "string", "description": "the URL finally read, after redirects"},
-        "status": {"type": "integer"},
-        "title": {"type": "string"},
-        "text": {"type": "string"},
-        "links": {
-            "type": "array",
-            "maxItems": MAX_LINKS,
-            "items": {"type": "object", "required": ["url", "text"],
-                      "properties": {"url": {"type": "string"}, "text": {"type": "string"}}},
-        },
-        "truncated": {"type": "boolean", "description": "the text covers only the beginning "
-                      "of the page (longer than max_bytes, or nested too deep to read whole)"},
-    },
-}
-
 
 async def browse(
     fetcher: Fetcher,

@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from services.sdk import ToolError
+from services.external_api.errors import PathNotAllowed
 
 MAX_PATH_LENGTH = 1024
 MAX_QUERY_LENGTH = 1024
@@ -73,7 +73,7 @@ def parse_patterns(items: Sequence[str]) -> list[PathPattern]:
 
 
 def split_request_path(raw: str) -> tuple[str, list[str], str]:
-    """(path, its segments, query) of the agent's `path`, or ToolError path_not_allowed."""
+    """(path, its segments, query) of the agent's `path`, or PathNotAllowed."""
     path, _, query = raw.partition("?")
     if not path.startswith("/") or path.startswith("//") or len(path) > MAX_PATH_LENGTH:
         raise _refused("the path starts with a single / and has at most 1024 characters")
@@ -90,5 +90,5 @@ def split_request_path(raw: str) -> tuple[str, list[str], str]:
     return path, parts, query
 
 
-def _refused(message: str) -> ToolError:
-    return ToolError(message, code="path_not_allowed")
+def _refused(message: str) -> PathNotAllowed:
+    return PathNotAllowed(message)

@@ -8,7 +8,7 @@ from services.files.config import FileSettings
 from services.files.media import MEDIA_TYPE_PATTERN
 from services.files.paths import PATH_MAX_BYTES
 from services.sdk import Cost
-from services.sdk.manifest import ToolManifest
+from wire.manifest import ToolManifest
 from services.sdk.schema import OBJECT, limit, tags
 from services.sdk.service import make_manifest
 
@@ -153,3 +153,8 @@ def build(settings: FileSettings) -> dict[str, ToolManifest]:
         }),
     }
 
+
+
+# The ids do not depend on the limits: read them off entries built with the defaults (without
+# the environment, which the service reads when it starts).
+TOOL_IDS = tuple(build(FileSettings.model_construct()))

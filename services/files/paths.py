@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import unicodedata
 
-from services.sdk import ToolError
+from services.files.errors import InvalidPath
 
 PATH_MAX_BYTES = 1024  # UTF-8, normalized
 SEGMENT_MAX_BYTES = 255
 DEPTH_MAX = 16
-INVALID_PATH = "invalid_path"
 
 
-def _refuse(message: str) -> ToolError:
-    return ToolError(message, code=INVALID_PATH)
+def _refuse(message: str) -> InvalidPath:
+    return InvalidPath(message)
 
 
 def _check_characters(raw: str) -> None:
@@ -46,7 +45,7 @@ def _segments(raw: str, *, what: str) -> list[str]:
 
 def normalize(raw: str) -> str:
     """The one form a file's path is stored and compared in: NFC, '/'-separated, no empty or
-    '.' segments. Raises ToolError(invalid_path) for anything that could escape or mislead."""
+    '.' segments. Raises InvalidPath for anything that could escape or mislead."""
     _check_characters(raw)
     segments = _segments(raw, what="a path")
     if not segments:

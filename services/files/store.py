@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from services.files.config import FileSettings
-from services.sdk import ToolError
+from services.files.errors import TeamFileLimit, TeamStorageFull
 
 _COLUMNS = "path, size, sha256, media_type, tags, updated_at"
 
@@ -80,12 +80,11 @@ async def write_file(pool: asyncpg.Pool, team: str, agent: str, blob: Blob,
         new_files = usage["files"] + (1 if old is None else 0)
         new_bytes = usage["bytes"] - (old or 0) + size
         if new_files > limits.team_max_files:
-            raise ToolError(f"your team already stores {usage['files']} files, the most it may",
-                            code="team_file_limit")
+            raise TeamFileLimit(f"your team already stores {usage['files']} files, the most it may")
         if new_bytes > limits.team_max_bytes:
-            raise ToolError(
+            raise TeamStorageFull(
                 f"this write would bring your team's storage to {new_bytes} bytes, over its "
-                f"{limits.team_max_bytes}-byte limit", code="team_storage_full")
+                f"{limits.team_max_bytes}-byte limit")
         await conn.execute(_UPSERT, team, blob.path, size, blob.sha256, blob.media_type,
                            blob.tags, blob.data, agent)
         await conn.execute(_USAGE, team, new_files - usage["files"], new_bytes - usage["bytes"])

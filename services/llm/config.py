@@ -1,5 +1,6 @@
 """Settings of llm.chat (TOOLPROXY_LLM_*): the OpenAI-compatible upstream, its key (held by
-the service only) and the model allowlist."""
+the service only), the model allowlist and how the answer is read. The model agent's steps are
+llm.chat calls, so these are its model settings too."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ class LlmSettings(BaseSettings):
     # Comma-separated; the first is the default when a call names no model.
     models: Annotated[tuple[str, ...], NoDecode] = ()
     default_max_tokens: int = Field(default=512, ge=1, le=4096)
+    # Ask for server-sent events instead of one JSON answer (the tool still answers one result).
+    stream: bool = False
 
     @field_validator("models", mode="before")
     @classmethod
@@ -70,4 +73,5 @@ class LlmSettings(BaseSettings):
 
     def redacted(self) -> dict[str, Any]:
         return {"base_url": self.base_url, "api_key": "***" if self.api_key else None,
-                "models": list(self.models), "default_max_tokens": self.default_max_tokens}
+                "models": list(self.models), "default_max_tokens": self.default_max_tokens,
+                "stream": self.stream}

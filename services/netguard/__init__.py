@@ -1,7 +1,7 @@
 """The outbound-address guard every network tool goes through: strict URLs, checked and pinned
 addresses, bounded responses."""
 
-from services.netguard.addresses import classify
+from infra.netaddr import classify
 from services.netguard.fetch import Fetcher, Response
 from services.netguard.guard import Destination, Guard
 from services.netguard.hosts import HostPattern, parse_patterns

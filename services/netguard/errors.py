@@ -1,35 +1,52 @@
-"""The guard's refusals: tool errors with stable codes, raised before anything connects."""
+"""The guard's refusals and the fetch's failures: tool errors with stable codes (every refusal
+is raised before anything connects). A fetch that runs out of time is the shared
+upstream_timeout (services.sdk.errors.UpstreamTimeout)."""
 
 from __future__ import annotations
 
-from services.sdk import ToolError
+from services.sdk.errors import ToolError
 
 
-def invalid_url(message: str) -> ToolError:
-    return ToolError(message, code="invalid_url")
+class InvalidUrl(ToolError):
+    """Not a URL the guard reads: too long, odd characters, no host, a bad port or path."""
+
+    code = "invalid_url"
 
 
-def not_allowed(message: str) -> ToolError:
+class UrlNotAllowed(ToolError):
     """Where the call may not go: scheme, userinfo, host outside the allowlist, an address
     that is not public (loopback, private, metadata...), odd numeric forms."""
-    return ToolError(message, code="url_not_allowed")
+
+    code = "url_not_allowed"
 
 
-def dns_failed(host: str) -> ToolError:
-    return ToolError(f"{host} does not resolve", code="dns_failed")
+class DnsFailed(ToolError):
+    code = "dns_failed"
+
+    def __init__(self, host: str) -> None:
+        super().__init__(f"{host} does not resolve")
 
 
-def unreachable(message: str) -> ToolError:
-    return ToolError(message, code="upstream_unreachable")
+class UpstreamUnreachable(ToolError):
+    """No connection, a failed TLS handshake, an answer HTTP cannot read."""
+
+    code = "upstream_unreachable"
 
 
-def upstream_timeout(message: str) -> ToolError:
-    return ToolError(message, code="upstream_timeout")
+class TooManyRedirects(ToolError):
+    code = "too_many_redirects"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"more than {limit} redirects")
 
 
-def too_many_redirects(limit: int) -> ToolError:
-    return ToolError(f"more than {limit} redirects", code="too_many_redirects")
+class UnsupportedContent(ToolError):
+    """A media type or content encoding the tool does not read."""
+
+    code = "unsupported_content_type"
 
 
-def unsupported_content(message: str) -> ToolError:
-    return ToolError(message, code="unsupported_content_type")
+class BadResponse(ToolError):
+    """A body cut short, malformed, or compressed and corrupt."""
+
+    code = "bad_response"

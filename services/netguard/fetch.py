@@ -18,15 +18,15 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
 from services.netguard.errors import (
-    too_many_redirects,
-    unreachable,
-    unsupported_content,
-    upstream_timeout,
+    BadResponse,
+    TooManyRedirects,
+    UnsupportedContent,
+    UpstreamUnreachable,
 )
 from services.netguard.guard import Destination, Guard
 from services.netguard.hosts import HostPattern
 from services.netguard.urls import Target, parse_url
-from services.sdk import ToolError
+from services.sdk.errors import UpstreamTimeout
 
 MAX_REDIRECTS = 5
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -128,6 +128,7 @@ class Fetcher:
         headers: Mapping[str, str] | None = None,
         json_body: Any = None,
         follow_redirects: bool = True,
+        data: bytes | None = None,
     ) -> Response:
         """Admit, connect, read. Redirects (at most 5) are admitted again, hop by hop."""
         try:
@@ -136,38 +137,39 @@ class Fetcher:
                     dest = await self.guard.admit(target, allowlist, internal_ok=internal_ok)
                     token = _PIN.set(dest)
                     try:
-                        response = await self._send(dest, method, headers, json_body)
+                        response = await self._send(dest, method, headers, json_body, data)
                     finally:
                         _PIN.reset(token)
                     async with response:
                         location = response.headers.get("Location")
                         if follow_redirects and response.status in REDIRECTS and location:
                             if hop == MAX_REDIRECTS:
-                                raise too_many_redirects(MAX_REDIRECTS)
+                                raise TooManyRedirects(MAX_REDIRECTS)
                             target = parse_url(location, base=target)
                             if response.status == 303 or method != "GET":
-                                method, json_body = "GET", None
+                                method, json_body, data = "GET", None, None
                             continue
                         return await _read(response, target, max_bytes, accept)
         except TimeoutError:
-            raise upstream_timeout(f"no complete answer within {timeout_s:.1f}s") from None
+            raise UpstreamTimeout(f"no complete answer within {timeout_s:.1f}s") from None
         raise AssertionError("unreachable")
 
     async def _send(
-        self, dest: Destination, method: str, headers: Mapping[str, str] | None, json_body: Any
+        self, dest: Destination, method: str, headers: Mapping[str, str] | None, json_body: Any,
+        data: bytes | None = None,
     ) -> aiohttp.ClientResponse:
         url = URL(dest.target.url, encoded=True)
         try:
             return await self._client().request(
-                method, url, headers=dict(headers or {}), json=json_body,
+                method, url, headers=dict(headers or {}), json=json_body, data=data,
                 allow_redirects=False, max_redirects=0,
             )
         except aiohttp.ClientSSLError:
-            raise unreachable(f"TLS with {dest.target.host} failed") from None
+            raise UpstreamUnreachable(f"TLS with {dest.target.host} failed") from None
         except (aiohttp.ClientConnectionError, OSError) as exc:
-            raise unreachable(f"cannot connect to {dest.target.host}: {type(exc).__name__}") from None
+            raise UpstreamUnreachable(f"cannot connect to {dest.target.host}: {type(exc).__name__}") from None
         except aiohttp.ClientError as exc:
-            raise unreachable(f"bad answer from {dest.target.host}: {type(exc).__name__}") from None
+            raise UpstreamUnreachable(f"bad answer from {dest.target.host}: {type(exc).__name__}") from None
 
 
 async def _read(
@@ -175,7 +177,7 @@ async def _read(
 ) -> Response:
     content_type = response.content_type.lower()
     if accept is not None and content_type not in accept:
-        raise unsupported_content(
+        raise UnsupportedContent(
             f"the answer is {content_type}; only {', '.join(sorted(accept))} are read"
         )
     body, truncated = await _bounded_body(response, max_bytes)
@@ -190,7 +192,7 @@ async def _bounded_body(response: aiohttp.ClientResponse, max_bytes: int) -> tup
     elif encoding in ("gzip", "x-gzip", "deflate"):
         decoder = zlib.decompressobj(wbits=47)  # zlib or gzip header, detected
     else:
-        raise unsupported_content(f"content encoding {encoding[:40]!r} is not read")
+        raise UnsupportedContent(f"content encoding {encoding[:40]!r} is not read")
     out = bytearray()
     raw_limit = 4 * max_bytes + CHUNK  # compressed input that yields nothing stops too
     raw = 0
@@ -206,7 +208,7 @@ async def _bounded_body(response: aiohttp.ClientResponse, max_bytes: int) -> tup
             if len(out) > max_bytes or raw > raw_limit:
                 return bytes(out[:max_bytes]), True
     except zlib.error:
-        raise ToolError("the answer's compressed body is corrupt", code="bad_response") from None
+        raise BadResponse("the answer's compressed body is corrupt") from None
     except aiohttp.ClientPayloadError:
-        raise ToolError("the answer's body was cut short or malformed", code="bad_response") from None
+        raise BadResponse("the answer's body was cut short or malformed") from None
     return bytes(out), False

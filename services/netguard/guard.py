@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import structlog
 
-from services.netguard.addresses import INTERNAL_KINDS, classify
-from services.netguard.errors import not_allowed
+from infra.netaddr import INTERNAL_KINDS, classify
+from services.netguard.errors import UrlNotAllowed
 from services.netguard.hosts import HostPattern, first_match
 from services.netguard.resolver import Resolver
 from services.netguard.urls import IPAddress, Target
@@ -42,7 +42,7 @@ class Guard:
     ) -> Destination:
         pattern = first_match(allowlist, target)
         if pattern is None:
-            raise not_allowed(f"{_where(target)} is not in the allowlist")
+            raise UrlNotAllowed(f"{_where(target)} is not in the allowlist")
         if target.ip is not None:
             addresses = [target.ip]
         else:
@@ -51,7 +51,7 @@ class Guard:
             kind = self._refusal(ip, pattern, internal_ok)
             if kind is not None:
                 log.info("address_refused", host=target.host, address=str(ip), kind=kind)
-                raise not_allowed(f"{target.host} resolves to a {kind.replace('_', '-')} address")
+                raise UrlNotAllowed(f"{target.host} resolves to a {kind.replace('_', '-')} address")
         return Destination(target=target, addresses=tuple(addresses))
 
     def _refusal(self, ip: IPAddress, pattern: HostPattern, internal_ok: bool) -> str | None:

@@ -8,7 +8,7 @@ import ipaddress
 import socket
 from typing import Protocol
 
-from services.netguard.errors import dns_failed
+from services.netguard.errors import DnsFailed
 from services.netguard.urls import IPAddress
 
 MAX_ADDRESSES = 16
@@ -16,7 +16,7 @@ MAX_ADDRESSES = 16
 
 class Resolver(Protocol):
     async def resolve(self, host: str, port: int) -> list[IPAddress]:
-        """Every address `host` resolves to (raises ToolError dns_failed when none)."""
+        """Every address `host` resolves to (raises DnsFailed when none)."""
         ...
 
 
@@ -32,7 +32,7 @@ class SystemResolver:
             async with asyncio.timeout(self.timeout_s):
                 infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except (OSError, TimeoutError, UnicodeError):
-            raise dns_failed(host) from None
+            raise DnsFailed(host) from None
         seen: list[IPAddress] = []
         for _family, _type, _proto, _name, sockaddr in infos:
             text = str(sockaddr[0]).split("%", 1)[0]  # a scoped address keeps its scope apart
@@ -43,5 +43,5 @@ class SystemResolver:
             if ip not in seen:
                 seen.append(ip)
         if not seen:
-            raise dns_failed(host)
+            raise DnsFailed(host)
         return seen[:MAX_ADDRESSES]

@@ -15,7 +15,7 @@ from urllib.parse import quote, urljoin, urlsplit
 
 import idna
 
-from services.netguard.errors import invalid_url, not_allowed
+from services.netguard.errors import InvalidUrl, UrlNotAllowed
 
 MAX_URL_LENGTH = 2048
 MAX_HOST_LENGTH = 253
@@ -62,55 +62,56 @@ class Target:
 
 
 def parse_url(raw: str, *, base: Target | None = None) -> Target:
-    """Parse `raw` (resolved against `base` for a redirect's Location) or raise ToolError."""
+    """Parse `raw` (resolved against `base` for a redirect's Location) or raise InvalidUrl
+    (unreadable) or UrlNotAllowed (readable, refused)."""
     if not isinstance(raw, str) or not raw or len(raw) > MAX_URL_LENGTH:
-        raise invalid_url(f"a URL is 1 to {MAX_URL_LENGTH} characters")
+        raise InvalidUrl(f"a URL is 1 to {MAX_URL_LENGTH} characters")
     if any(c <= " " or c == "\x7f" or c == "\\" for c in raw):
-        raise invalid_url("a URL may not contain spaces, control characters or backslashes")
+        raise InvalidUrl("a URL may not contain spaces, control characters or backslashes")
     if base is not None:
         raw = urljoin(base.url, raw)
         if len(raw) > MAX_URL_LENGTH:
-            raise invalid_url(f"a URL is at most {MAX_URL_LENGTH} characters")
+            raise InvalidUrl(f"a URL is at most {MAX_URL_LENGTH} characters")
     try:
         parts = urlsplit(raw)
     except ValueError as exc:
-        raise invalid_url(f"not a URL: {exc}") from None
+        raise InvalidUrl(f"not a URL: {exc}") from None
     scheme = parts.scheme.lower()
     if scheme not in DEFAULT_PORTS:
-        raise not_allowed("only http and https URLs may be fetched")
+        raise UrlNotAllowed("only http and https URLs may be fetched")
     netloc = parts.netloc
     if "@" in netloc:
-        raise not_allowed("URLs with user information (user@host) are refused")
+        raise UrlNotAllowed("URLs with user information (user@host) are refused")
     host, ip, port_text = _split_netloc(netloc)
     if port_text is None or port_text == "":
         port = DEFAULT_PORTS[scheme]
     elif _PORT.fullmatch(port_text) and 0 < int(port_text) <= 65535:
         port = int(port_text)
     else:
-        raise invalid_url("the port must be a number from 1 to 65535")
+        raise InvalidUrl("the port must be a number from 1 to 65535")
     path = quote(parts.path or "/", safe=_PATH_SAFE)
     if not path.startswith("/"):
-        raise invalid_url("the path must start with /")
+        raise InvalidUrl("the path must start with /")
     query = quote(parts.query, safe=_QUERY_SAFE)
     return Target(scheme=scheme, host=host, port=port, path=path, query=query, ip=ip)
 
 
 def _split_netloc(netloc: str) -> tuple[str, IPAddress | None, str | None]:
     if not netloc:
-        raise invalid_url("the URL has no host")
+        raise InvalidUrl("the URL has no host")
     if netloc.startswith("["):
         end = netloc.find("]")
         if end < 0:
-            raise invalid_url("unterminated IPv6 address")
+            raise InvalidUrl("unterminated IPv6 address")
         literal, rest = netloc[1:end], netloc[end + 1 :]
         if rest and not rest.startswith(":"):
-            raise invalid_url("unexpected characters after the IPv6 address")
+            raise InvalidUrl("unexpected characters after the IPv6 address")
         if "%" in literal:
-            raise not_allowed("IPv6 zone identifiers are refused")
+            raise UrlNotAllowed("IPv6 zone identifiers are refused")
         try:
             ip6 = ipaddress.IPv6Address(literal)
         except ValueError:
-            raise invalid_url("not an IPv6 address") from None
+            raise InvalidUrl("not an IPv6 address") from None
         return str(ip6), ip6, rest[1:] if rest else None
     host, sep, port = netloc.rpartition(":")
     if not sep:
@@ -123,18 +124,18 @@ def canonical_host(host: str) -> tuple[str, IPAddress | None]:
     """The host's ASCII form (IDNA 2008 with UTS 46 mapping, lowercase, no trailing dot) and
     its address when it is an IPv4 literal. Raises for what DNS or libc could misread."""
     if not host or len(host) > MAX_HOST_LENGTH + 1:
-        raise invalid_url("the host is empty or too long")
+        raise InvalidUrl("the host is empty or too long")
     if "%" in host or "[" in host or "]" in host:
-        raise invalid_url("percent-encoded or bracketed characters in a host name")
+        raise InvalidUrl("percent-encoded or bracketed characters in a host name")
     try:
         # UTS 46 maps look-alikes first (full-width digits and dots become ASCII), so the
         # numeric check below sees what a resolver would see.
         ascii_host = idna.encode(host, uts46=True).decode("ascii").lower()
     except (idna.IDNAError, UnicodeError, ValueError) as exc:
-        raise invalid_url(f"not a valid host name: {exc}") from None
+        raise InvalidUrl(f"not a valid host name: {exc}") from None
     ascii_host = ascii_host.removesuffix(".")
     if not ascii_host or len(ascii_host) > MAX_HOST_LENGTH:
-        raise invalid_url("the host is empty or too long")
+        raise InvalidUrl("the host is empty or too long")
     labels = ascii_host.split(".")
     if _NUMERIC_LABEL.fullmatch(labels[-1]):
         # WHATWG: a host ending in a number is an IPv4 address; only the dotted-decimal form
@@ -142,12 +143,12 @@ def canonical_host(host: str) -> tuple[str, IPAddress | None]:
         try:
             ip4 = ipaddress.IPv4Address(ascii_host)
         except ValueError:
-            raise not_allowed(
+            raise UrlNotAllowed(
                 f"{host!r} is a non-canonical numeric address (use a dotted-decimal IPv4 address)"
             ) from None
         if str(ip4) != ascii_host:
-            raise not_allowed(f"{host!r} is a non-canonical numeric address")
+            raise UrlNotAllowed(f"{host!r} is a non-canonical numeric address")
         return ascii_host, ip4
     if not all(_LABEL.fullmatch(label) for label in labels):
-        raise invalid_url(f"not a valid host name: {host!r}")
+        raise InvalidUrl(f"not a valid host name: {host!r}")
     return ascii_host, None

@@ -21,7 +21,7 @@ from services.plugins.manifest import (
     parse_plugin_json,
     parse_tool_json,
 )
-from services.sdk.manifest import ToolManifest
+from wire.manifest import ToolManifest
 
 MAX_ARCHIVE_BYTES = 512 << 10
 MAX_FILES = 64

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from services.sdk.errors import ToolError
 
 PLUGIN_TIMEOUT = "plugin_timeout"
@@ -11,7 +13,11 @@ PLUGIN_FORBIDDEN = "plugin_forbidden"
 
 
 class PluginFailure(ToolError):
-    """A plugin call that ended badly, with one of the four plugin codes."""
+    """A plugin call that ended badly, with one of the four plugin codes (the sandbox decides
+    which at run time, so each failure carries its own)."""
+
+    codes: ClassVar[frozenset[str]] = frozenset(
+        {PLUGIN_TIMEOUT, PLUGIN_MEMORY, PLUGIN_ERROR, PLUGIN_FORBIDDEN})
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message, code=code)

@@ -4,7 +4,6 @@ its entry (exactly the installed bundle, its SHA-256 checked) in the sandbox wor
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import time
 from dataclasses import dataclass
@@ -14,7 +13,8 @@ import asyncpg
 import structlog
 from nats.aio.client import Client as NATS
 
-from pdp.listener import Listener
+from infra.lifecycle import Parts
+from infra.pg_listener import Follower, Listener
 from services.plugins.bundle import entry_source, read_archive
 from services.plugins.config import SandboxLimits
 from services.plugins.errors import PLUGIN_FORBIDDEN, PluginFailure
@@ -23,7 +23,8 @@ from services.plugins.manifest import PluginManifest, parse_plugin_json
 from services.plugins.pool import Job, WorkerPool
 from services.plugins.registry import CHANNEL, PluginRegistry
 from services.sdk import CallContext, Service
-from services.sdk.manifest import ToolManifest
+from services.sdk.trust import CallTrust
+from wire.manifest import ToolManifest
 from services.sdk.service import ToolDef, ToolResult
 
 log = structlog.get_logger("toolproxy.plugins.host")
@@ -61,17 +62,17 @@ def load(row: asyncpg.Record) -> LoadedPlugin:
 class PluginHost:
     def __init__(self, pool: asyncpg.Pool, nc: NATS, workers: WorkerPool, *,
                  database_url: str | None = None, refresh_s: float = 5.0,
-                 heartbeat_s: float = 2.0) -> None:
+                 heartbeat_s: float = 2.0, trust: CallTrust | None = None) -> None:
         self._registry = PluginRegistry(pool)
+        # The proxy's call-context keys: one seen-set for every plugin this host serves.
+        self._trust = trust or CallTrust.from_env()
         self._nc = nc
         self.workers = workers
         self._database_url = database_url
         self._refresh_s = refresh_s
         self._heartbeat_s = heartbeat_s
         self._running: dict[str, tuple[LoadedPlugin, Service]] = {}
-        self._listener: Listener | None = None
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._parts = Parts()  # the listener (when there is a database URL) and the follower
         self._lock = asyncio.Lock()
 
     @property
@@ -83,35 +84,25 @@ class PluginHost:
         return {name: lp.manifest.version for name, (lp, _) in self._running.items()}
 
     async def start(self) -> None:
-        if self._database_url is not None:
-            self._listener = Listener(self._database_url)
-            await self._listener.start()
-            await self._listener.subscribe(CHANNEL, lambda _: self._wake.set(),
-                                           on_reconnect=self._wake.set)
-        await self.reconcile()
-        self._task = asyncio.create_task(self._follow(), name="plugin-host")
+        """Serve what is enabled, then follow the registry: at once on its NOTIFY (without a
+        database URL, only every `refresh_s`); a failed round is tried again after that."""
+        if self._database_url is None:
+            follower = Follower("plugin-host", reload=self.reconcile, every_s=self._refresh_s,
+                                retry_s=self._refresh_s)
+            await follower.start(reload_first=True)
+            self._parts.started("follower", follower)
+            return
+        listener = await self._parts.start("listener", Listener(self._database_url))
+        self._parts.started("follower", await listener.follow(
+            CHANNEL, reload=self.reconcile, every_s=self._refresh_s, retry_s=self._refresh_s,
+            reload_first=True, name="plugin-host"))
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        if self._listener is not None:
-            await self._listener.close()
+        await self._parts.close()
         async with self._lock:
             for _, service in self._running.values():
                 await service.stop()
             self._running.clear()
-
-    async def _follow(self) -> None:
-        while True:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._refresh_s)
-            self._wake.clear()
-            try:
-                await self.reconcile()
-            except Exception as exc:  # Postgres away: the next round retries
-                log.warning("plugin_refresh_failed", error=str(exc))
 
     async def reconcile(self) -> None:
         """Serve exactly the enabled versions: start new ones, stop disabled or replaced ones."""
@@ -133,7 +124,7 @@ class PluginHost:
                     continue
                 service = Service(name=f"plugin:{name}"[:64], heartbeat_s=self._heartbeat_s,
                                   tools=[ToolDef(manifest=lp.tool, handler=self._handler(lp))])
-                await service.start(self._nc)
+                await service.start(self._nc, self._trust)
                 self._running[name] = (lp, service)
                 log.info("plugin_serving", plugin=name, version=lp.manifest.version, sha256=lp.sha256)
 

@@ -12,35 +12,13 @@ from nats.errors import NoRespondersError, TimeoutError as NatsTimeout
 from pydantic import ValidationError
 
 from services.plugins.errors import PLUGIN_FORBIDDEN
-from services.plugins.manifest import PluginManifest, service_of
-from services.sdk import protocol as p
-from services.sdk.manifest import is_valid_tool_name
+from services.plugins.manifest import PluginManifest
+from wire.plugins import service_of, unsafe_value
+from wire import protocol as p
+from wire.manifest import is_valid_tool_name
 from services.sdk.service import CallContext
 
 MAX_REQUEST_CHARS = 1 << 20
-INT64 = (-(1 << 63), (1 << 63) - 1)
-
-
-def unsafe_value(value: Any, depth: int = 0) -> str | None:
-    """Why a JSON value may not travel on as tool arguments (NUL characters never reach
-    Postgres; integers beyond 64 bits are refused, not stored), or None."""
-    if depth > 64:
-        return "nested too deeply"
-    if isinstance(value, str):
-        return "a NUL character" if "\x00" in value else None
-    if isinstance(value, bool) or value is None or isinstance(value, float):
-        return None
-    if isinstance(value, int):
-        return None if INT64[0] <= value <= INT64[1] else "an integer beyond 64 bits"
-    if isinstance(value, list):
-        return next((p for p in (unsafe_value(v, depth + 1) for v in value) if p), None)
-    if isinstance(value, dict):
-        for k, v in value.items():
-            problem = unsafe_value(k, depth + 1) or unsafe_value(v, depth + 1)
-            if problem:
-                return problem
-        return None
-    return "not JSON"
 
 
 def _error(code: str, message: str) -> dict[str, Any]:

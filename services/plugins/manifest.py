@@ -11,8 +11,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError
 
 from services.plugins.errors import ManifestProblem
-from services.sdk.categories import CATEGORIES
-from services.sdk.manifest import ToolManifest, is_valid_tool_name
+from wire.categories import CATEGORIES
+from wire.portable_schema import published_problems
+from wire.manifest import ToolManifest, is_valid_tool_name
 
 PLUGIN_FILE = "plugin.json"
 TOOL_FILE = "tool.json"
@@ -74,12 +75,6 @@ class PluginManifest:
             "permissions": {"network": False, "filesystem": False,
                             "internal_api": list(self.internal_api)},
         }
-
-
-def service_of(tool_id: str) -> str:
-    """The internal API (service) a tool belongs to: its first name segment (greenfood.order
-    is the greenfood service's, data.query the data service's)."""
-    return tool_id.split(".", 1)[0]
 
 
 def _field(loc: tuple[Any, ...]) -> str:
@@ -155,6 +150,17 @@ def unbounded(schema: Any, path: str) -> str | None:
             if found:
                 return found
     return None
+
+
+def portability(tool: dict[str, Any] | ToolManifest) -> dict[str, Any]:
+    """Whether the tool's schemas are portable once published — what every model API and MCP
+    client takes (wire/portable_schema.py) — and, where not, each problem with its path.
+    Reported at install (and in the listing), not refused: the tool works all the same for
+    clients that take its schemas, and the admin decides."""
+    doc = tool.model_dump() if isinstance(tool, ToolManifest) else tool
+    found = [f"input_schema{p[1:]}" for p in published_problems(doc.get("input_schema") or {})]
+    found += [f"output_schema{p[1:]}" for p in published_problems(doc.get("output_schema") or {"type": "object"})]
+    return {"portable": not found, "problems": found}
 
 
 def parse_tool_json(raw: object, plugin: PluginManifest) -> ToolManifest:

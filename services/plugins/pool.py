@@ -23,8 +23,6 @@ import structlog
 from services.plugins.config import SandboxLimits
 from services.plugins.errors import (
     PLUGIN_ERROR,
-    PLUGIN_FORBIDDEN,
-    PLUGIN_MEMORY,
     PLUGIN_TIMEOUT,
     PluginFailure,
     SandboxUnavailable,
@@ -37,7 +35,6 @@ HEADER = struct.Struct(">I")
 MAX_FRAME = 8 << 20
 READY_TIMEOUT_S = 20.0
 REFUSED_RETRY_MAX_S = 60.0  # between tries to start a worker while the sandbox is unavailable
-_CODES = frozenset({PLUGIN_TIMEOUT, PLUGIN_MEMORY, PLUGIN_ERROR, PLUGIN_FORBIDDEN})
 
 # The host's answer to one internal() request (JSON text from the plugin): a reply object.
 InternalHandler = Callable[[Any], Awaitable[dict[str, Any]]]
@@ -352,5 +349,5 @@ class WorkerPool:
             self._idle.put_nowait(w)
         if msg.get("ok") is True and isinstance(msg.get("output"), dict):
             return RunResult(output=msg["output"], cpu_s=cpu, worker_pid=w.pid)
-        code = msg.get("code") if msg.get("code") in _CODES else PLUGIN_ERROR
+        code = msg.get("code") if msg.get("code") in PluginFailure.codes else PLUGIN_ERROR
         raise PluginFailure(str(code), str(msg.get("message") or "the plugin failed")[:1000])

@@ -9,6 +9,7 @@ from typing import Any
 import asyncpg
 
 from services.plugins.bundle import Plugin
+from services.plugins.manifest import portability
 
 CHANNEL = "toolproxy_plugins"
 
@@ -31,6 +32,8 @@ def plugin_json(r: asyncpg.Record) -> dict[str, Any]:
         "manifest": r["manifest"],
         "tool": {k: tool.get(k) for k in ("tool_id", "category", "action", "description",
                                           "timeout_ms", "requires_approval")},
+        # Are its schemas what every model API and MCP client takes? (reported, not refused)
+        "schema_portability": portability(tool),
         "installed_by": r["installed_by"],
         "installed_at": _iso(r["installed_at"]),
         "enabled_by": r["enabled_by"],
@@ -125,6 +128,13 @@ class PluginRegistry:
                 raise PluginEnabled(f"{name} {version} is enabled; disable it first")
             await conn.execute("DELETE FROM plugins WHERE name = $1 AND version = $2", name, version)
         return plugin_json(row)
+
+    async def catalog_index(self, limit: int = 5000) -> list[asyncpg.Record]:
+        """One row per plugin, its tool whole: the enabled version, else the latest installed
+        (for governance's whole catalog, /v1/admin/catalog)."""
+        return await self._pool.fetch(
+            """SELECT DISTINCT ON (name) name, version, sha256, enabled, tool FROM plugins
+               ORDER BY name, enabled DESC, installed_at DESC, version DESC LIMIT $1""", limit)
 
     async def enabled(self) -> list[asyncpg.Record]:
         """The enabled versions, bundles included (for the plugin host)."""

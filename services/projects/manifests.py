@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from services.sdk import Cost
-from services.sdk.manifest import ToolManifest
+from wire.manifest import ToolManifest
 from services.sdk.schema import OBJECT, limit, text, uuid_string, version
 from services.sdk.service import make_manifest
 
@@ -105,3 +105,7 @@ UPDATE: ToolManifest = make_manifest({
 })
 
 __all__ = ["CREATE", "GET", "LIST", "PROJECT", "STATUSES", "UPDATE"]
+
+# In the order the service serves them.
+MANIFESTS = (LIST, GET, CREATE, UPDATE)
+TOOL_IDS = tuple(m.tool_id for m in MANIFESTS)

@@ -6,11 +6,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from services.agents.registry import AgentRepository
+from services.router.errors import NoRoute, RouterUnavailable
 from services.router.rules import RouterRules, RulesError
-from services.sdk import ToolError
 
 BYTES_PER_TOKEN = 4.0  # the same rough estimate the proxy reserves quota tokens with
 DEFAULT_COMPLETION_TOKENS = 512
@@ -44,8 +43,15 @@ def route_input(*, team_id: str, agent_id: str, task: str | None, prompt_tokens:
     }
 
 
+class AgentIds(Protocol):
+    """Where the team's registered agents come from (the agents' store, services/agents):
+    handed in by whoever builds the router, so the router knows no other family."""
+
+    async def ids(self, team_id: str) -> list[str]: ...
+
+
 class Router:
-    def __init__(self, rules: RouterRules, agents: AgentRepository, models: Sequence[str]) -> None:
+    def __init__(self, rules: RouterRules, agents: AgentIds, models: Sequence[str]) -> None:
         self.rules = rules
         self._agents = agents
         self.models = tuple(models)
@@ -54,8 +60,8 @@ class Router:
                     completion_tokens: int = DEFAULT_COMPLETION_TOKENS,
                     cost_ceiling_1t: float | None = None, confidential: bool = False,
                     kinds: Sequence[str] = ("model", "agent")) -> Route:
-        """The chosen target; ToolError no_route when nothing fits, router_unavailable when
-        the rules cannot decide."""
+        """The chosen target; NoRoute when nothing fits, RouterUnavailable when the rules
+        cannot decide."""
         agents = await self._agents.ids(team_id) if "agent" in kinds else []
         doc = route_input(team_id=team_id, agent_id=agent_id, task=task, prompt_tokens=prompt_tokens,
                           completion_tokens=completion_tokens, cost_ceiling_1t=cost_ceiling_1t,
@@ -63,9 +69,8 @@ class Router:
         try:
             decision, revision = self.rules.decide(doc)
         except RulesError as exc:
-            raise ToolError(str(exc), code="router_unavailable") from None
+            raise RouterUnavailable(str(exc)) from None
         if decision.target is None:
             why = ", ".join(decision.reasons)[:800]
-            raise ToolError(f"no model or agent fits this request under the routing rules ({why})",
-                            code="no_route")
+            raise NoRoute(f"no model or agent fits this request under the routing rules ({why})")
         return Route(decision.target.kind, decision.target.id, decision.reasons, revision)

@@ -5,7 +5,6 @@ rules when the active revision has none."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from regopy import Input, Interpreter, RegoError
 
+from infra.lifecycle import cancel_and_wait
 from pdp.embedded import compile_bundle
 from pdp.errors import PolicyInvalid
 from pdp.policy_set import PolicySet, load_policy_dir
@@ -83,11 +83,8 @@ class RouterRules:
         self._task = asyncio.create_task(self._follow(), name="router-rules")
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def refresh(self) -> None:
         active = await self._pool.fetchval("SELECT revision FROM policy_active")

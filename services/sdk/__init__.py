@@ -1,8 +1,8 @@
 """The service SDK: declare classified tools and serve them over NATS in a queue group."""
 
-from services.sdk.categories import CATEGORIES, CategorySpec
+from wire.categories import CATEGORIES, CategorySpec
 from services.sdk.errors import ToolError
-from services.sdk.manifest import Cost, ToolManifest
+from wire.manifest import Cost, ToolManifest
 from services.sdk.service import CallContext, Service, tool
 
 __all__ = [

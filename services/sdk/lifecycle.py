@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from nats.aio.client import Client as NATS
 
 from services.sdk.service import Service
+from services.sdk.trust import CallTrust
 
 
 @dataclass
@@ -16,10 +17,10 @@ class ResourcefulService(Service):
     opened: list[Callable[[NATS], Awaitable[None]]] = field(default_factory=list)
     closed: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
-    async def start(self, nc: NATS) -> None:
+    async def start(self, nc: NATS, trust: CallTrust | None = None) -> None:
         for open_ in self.opened:
             await open_(nc)
-        await super().start(nc)
+        await super().start(nc, trust)
 
     async def stop(self) -> None:
         await super().stop()

@@ -1,19 +1,12 @@
-"""Team-scoped records: who is calling, and the stable errors of reading and updating a record."""
+"""Team-scoped records: who is calling, and the errors of reading and updating a record."""
 
 from __future__ import annotations
 
 import datetime as dt
 import uuid
 
-from services.sdk.errors import ToolError
+from services.sdk.errors import NotFound, ToolError, VersionConflict
 from services.sdk.service import CallContext
-
-# Stable tool error codes shared by the record services. The proxy answers the first three
-# with HTTP 404 / 409 (proxy/call.py TOOL_ERROR_HTTP); the body says FAILED tool_error.
-NOT_FOUND = "not_found"
-VERSION_CONFLICT = "version_conflict"
-CONFLICT = "conflict"
-INVALID = "invalid"
 
 
 def team_of(ctx: CallContext) -> str:
@@ -36,15 +29,15 @@ def record_id(value: str, kind: str) -> uuid.UUID:
         raise not_found(kind, value) from None
 
 
-def not_found(kind: str, ident: object) -> ToolError:
+def not_found(kind: str, ident: object) -> NotFound:
     # The same answer for a record that never existed and one of another team.
-    return ToolError(f"no {kind} {str(ident)[:64]!r} in your team", code=NOT_FOUND)
+    return NotFound(f"no {kind} {str(ident)[:64]!r} in your team")
 
 
-def version_conflict(kind: str, ident: object, expected: int, current: int) -> ToolError:
-    return ToolError(
+def version_conflict(kind: str, ident: object, expected: int, current: int) -> VersionConflict:
+    return VersionConflict(
         f"{kind} {str(ident)[:64]} is at version {current}, not {expected}: read it again and "
-        "reapply your change", code=VERSION_CONFLICT)
+        "reapply your change")
 
 
 def iso(value: dt.datetime | None) -> str | None:

@@ -22,13 +22,15 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from pydantic import ValidationError
 
-from services.sdk import log_context
-from services.sdk import protocol as p
-from services.sdk.direct import subscribe_direct
-from services.sdk.errors import ManifestError, ToolError
+from infra import log_context
+from wire import protocol as p
+from infra.nats_direct import subscribe_direct
+from services.sdk.errors import BadRequest, DeadlineExceeded, InvalidArgs, ManifestError, ToolError
 from services.sdk.fairness import TeamSlots
-from services.sdk.manifest import ToolManifest
-from services.sdk.validation import SchemaValidator
+from services.sdk.trust import CallTrust
+from wire.call_context import ContextRefused
+from wire.manifest import ToolManifest
+from wire.validation import SchemaValidator
 
 log = structlog.get_logger("toolproxy.service")
 
@@ -91,7 +93,7 @@ class ToolDef:
         error = self._validator.problem(args)
         if error is not None:
             where = error.json_path
-            raise ToolError(f"invalid args: {where}: {_short(error.message)}", code="invalid_args")
+            raise InvalidArgs(f"invalid args: {where}: {_short(error.message)}")
 
 
 def tool(**manifest: Any) -> Callable[[Handler], ToolDef]:
@@ -136,6 +138,9 @@ class Service:
     instance: str = field(default_factory=lambda: uuid.uuid4().hex)
     # Resources the tools own (an HTTP session...), released by stop() after the last call.
     on_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    # Tools served but not announced right now (the upstream bridge: a changed tool, a down
+    # upstream): their handlers still answer, the catalog shows them unavailable.
+    hidden: Callable[[str], bool] | None = None
     _nc: NATS | None = field(default=None, init=False)
     _subs: list[Subscription] = field(default_factory=list, init=False)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False)
@@ -143,6 +148,7 @@ class Service:
     _slots: TeamSlots | None = field(default=None, init=False)
     _running: dict[str, asyncio.Task[Any]] = field(default_factory=dict, init=False)
     _executor: ProcessPoolExecutor | None = field(default=None, init=False)
+    _trust: CallTrust | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         names = [t.manifest.tool_id for t in self.tools]
@@ -160,8 +166,10 @@ class Service:
     def manifests(self) -> list[ToolManifest]:
         return [t.manifest for t in self.tools]
 
-    async def start(self, nc: NATS) -> None:
+    async def start(self, nc: NATS, trust: CallTrust | None = None) -> None:
+        """`trust`: the proxy's call-context keys (default: from TOOLPROXY_CALL_CONTEXT_PUBLIC_KEYS)."""
         self._nc = nc
+        self._trust = trust or self._trust or CallTrust.from_env()
         assert self.per_team_concurrency is not None
         self._slots = TeamSlots(self.max_concurrency, self.per_team_concurrency,
                                 self.max_queued_per_team)
@@ -226,7 +234,8 @@ class Service:
             service=self.name,
             instance=self.instance,
             heartbeat_s=self.heartbeat_s,
-            tools=[m.model_dump(mode="json") for m in self.manifests],
+            tools=[m.model_dump(mode="json") for m in self.manifests
+                   if self.hidden is None or not self.hidden(m.tool_id)],
         )
         await self._nc.publish(p.ANNOUNCE_SUBJECT, body.model_dump_json().encode())
 
@@ -249,19 +258,27 @@ class Service:
             task.cancel()
 
     def _dispatcher(self, t: ToolDef, handler: Handler | None = None) -> Callable[[Msg], None]:
-        # Run in nats-py's read loop (services.sdk.direct): never wait here (one team's full
+        # Run in nats-py's read loop (infra.nats_direct): never wait here (one team's full
         # share would hold up every team's calls, and every other message); each admitted
         # message gets its own task, which waits for a slot of its team.
         run = handler or t.handler
 
         def dispatch(msg: Msg) -> None:
-            assert self._slots is not None and self._nc is not None
-            team = (msg.headers or {}).get(p.H_TEAM_ID, "")
+            assert self._slots is not None and self._nc is not None and self._trust is not None
+            # Nothing runs on a context the proxy did not sign for this subject and body.
+            try:
+                claims = self._trust.verify(msg)
+            except ContextRefused as exc:
+                log.warning("call_context_refused", tool=t.manifest.tool_id, code=exc.code)
+                self._spawn(self._refuse(msg, exc.code, exc.message))
+                return
+            team = claims["team"]
             if not self._slots.admit(team):
                 log.info("call_refused_busy", tool=t.manifest.tool_id, team_id=team)
-                self._spawn(self._refuse_busy(t, msg))
+                self._spawn(self._refuse(msg, p.BUSY, f"{t.manifest.tool_id} is serving this "
+                                         "team's share of calls; retry shortly"))
                 return
-            self._spawn(self._handle(t, msg, team, run))
+            self._spawn(self._handle(t, msg, claims, run))
 
         return dispatch
 
@@ -270,17 +287,15 @@ class Service:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _refuse_busy(self, t: ToolDef, msg: Msg) -> None:
+    async def _refuse(self, msg: Msg, code: str, message: str) -> None:
         assert self._nc is not None
         with contextlib.suppress(Exception):
-            await p.respond(self._nc, msg, orjson.dumps(_error(
-                p.BUSY, f"{t.manifest.tool_id} is serving this team's share of calls; "
-                "retry shortly")))
+            await p.respond(self._nc, msg, orjson.dumps(_error(code, message)))
 
-    async def _handle(self, t: ToolDef, msg: Msg, team: str, handler: Handler) -> None:
+    async def _handle(self, t: ToolDef, msg: Msg, claims: dict[str, Any], handler: Handler) -> None:
         assert self._slots is not None and self._nc is not None
-        headers = msg.headers or {}
-        ctx = _context(headers, t.manifest.deadline_ms, self._executor)
+        ctx = _context(claims, self._executor)
+        team = ctx.team_id
         with log_context.bound(call_id=ctx.call_id, decision_id=ctx.decision_id,
                                tool=t.manifest.tool_id):
             current = asyncio.current_task()
@@ -316,7 +331,7 @@ class Service:
         try:
             request = p.ToolRequest.model_validate_json(data)
         except ValidationError:
-            return _error("bad_request", "the request is not a tool request")
+            return _error(BadRequest.code, "the request is not a tool request")
         try:
             t.check_args(request.args)
             async with asyncio.timeout(max(ctx.remaining(), 0.0)):
@@ -325,10 +340,10 @@ class Service:
             return _error(exc.code, exc.message)
         except TimeoutError:
             log.info("deadline_exceeded")
-            return _error("timeout", "the tool did not finish before its deadline")
+            return _error(DeadlineExceeded.code, "the tool did not finish before its deadline")
         except Exception:
             log.exception("tool_crashed")
-            return _error("tool_error", "the tool failed unexpectedly")
+            return _error(ToolError.code, "the tool failed unexpectedly")
         if isinstance(result, ToolResult):
             return {
                 "ok": True,
@@ -368,23 +383,13 @@ def _error(code: str, message: str) -> dict[str, Any]:
     return {"ok": False, "error": {"code": code[:64], "message": _short(message, 1000)}}
 
 
-def _context(headers: dict[str, str], default_ms: int,
-             executor: Executor | None = None) -> CallContext:
-    try:
-        deadline = int(headers[p.H_DEADLINE]) / 1000.0
-    except (KeyError, ValueError):
-        deadline = time.time() + default_ms / 1000.0
+def _context(claims: dict[str, Any], executor: Executor | None = None) -> CallContext:
+    """From the verified claims only (services.sdk.trust): the headers are for logs."""
     return CallContext(
-        call_id=headers.get(p.H_CALL_ID, ""),
-        decision_id=headers.get(p.H_DECISION_ID, ""),
-        team_id=headers.get(p.H_TEAM_ID, ""),
-        agent_id=headers.get(p.H_AGENT_ID, ""),
-        run_id=headers.get(p.H_RUN_ID) or None,
-        deadline=deadline,
-        confidential=headers.get(p.H_CONFIDENTIAL) == "1",
-        approval=headers.get(p.H_APPROVAL) or None,
-        approval_ref=headers.get(p.H_APPROVAL_REF) or None,
-        replica=headers.get(p.H_REPLICA) or None,
-        turn_id=headers.get(p.H_TURN_ID) or None,
+        call_id=claims["call"], decision_id=str(claims.get("decision") or ""),
+        team_id=claims["team"], agent_id=claims["agent"], run_id=claims.get("run") or None,
+        deadline=claims["exp"] / 1000.0, confidential=claims.get("confidential") is True,
+        approval=claims.get("approval") or None, approval_ref=claims.get("approval_ref") or None,
+        replica=claims.get("replica") or None, turn_id=claims.get("turn") or None,
         executor=executor,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from services.sdk import Cost
 from services.search.store import MAX_RANKED
-from services.sdk.manifest import ToolManifest
+from wire.manifest import ToolManifest
 from services.sdk.service import make_manifest
 from services.sdk.schema import OBJECT, identifier, limit, tags, text
 
@@ -88,3 +88,7 @@ LITE: ToolManifest = make_manifest({
     "cost": Cost(per_call=0.0001),
     "network": False,
 })
+
+# In the order the service serves them.
+MANIFESTS = (INDEX, LITE)
+TOOL_IDS = tuple(m.tool_id for m in MANIFESTS)

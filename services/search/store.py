@@ -7,8 +7,8 @@ from typing import Any
 
 import asyncpg
 
-from services.sdk import ToolError
 from services.search.config import SearchSettings
+from services.search.errors import TeamDocumentLimit, TeamIndexFull
 
 STATEMENT_TIMEOUT_MS = 2_000
 # Marks a model reads as emphasis; never HTML (a snippet is text from the document).
@@ -68,11 +68,11 @@ async def upsert(pool: asyncpg.Pool, team: str, doc_id: str, title: str, body: s
         docs = usage["docs"] + (1 if old is None else 0)
         size_after = usage["bytes"] - (old or 0) + size
         if docs > limits.team_max_docs:
-            raise ToolError(f"your team has already indexed {usage['docs']} documents, the most "
-                            "it may", code="team_document_limit")
+            raise TeamDocumentLimit(f"your team has already indexed {usage['docs']} documents, "
+                                    "the most it may")
         if size_after > limits.team_max_bytes:
-            raise ToolError(f"this document would bring your team's index to {size_after} bytes, "
-                            f"over its {limits.team_max_bytes}-byte limit", code="team_index_full")
+            raise TeamIndexFull(f"this document would bring your team's index to {size_after} "
+                                f"bytes, over its {limits.team_max_bytes}-byte limit")
         replaced = bool(await conn.fetchval(UPSERT, team, doc_id, title, body, tags, agent))
         await conn.execute(_USAGE, team, docs - usage["docs"], size_after - usage["bytes"])
     return replaced

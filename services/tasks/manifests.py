@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from services.sdk import Cost
-from services.sdk.manifest import ToolManifest
+from wire.manifest import ToolManifest
 from services.sdk.schema import OBJECT, identifier, text, uuid_string, version
 from services.sdk.service import make_manifest
 
@@ -16,7 +16,7 @@ LIST_MAX = 100
 TITLE_MAX = 200
 DESCRIPTION_MAX = 4000
 
-_NULLABLE = {"type": ["string", "null"]}
+_NULLABLE = {"anyOf": [{"type": "string"}, {"type": "null"}]}
 TASK_FIELDS: dict[str, Any] = {
     "task_id": {"type": "string"},
     "title": {"type": "string"},
@@ -133,3 +133,7 @@ ASSIGN = _write(
     {"assignee": {"anyOf": [_ASSIGNEE, {"type": "null"}]}},
     required=("assignee",),
 )
+
+# In the order the service serves them.
+MANIFESTS = (LIST, CREATE, GET, UPDATE, COMPLETE, ASSIGN)
+TOOL_IDS = tuple(m.tool_id for m in MANIFESTS)

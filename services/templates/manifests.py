@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from services.sdk import Cost
-from services.sdk.manifest import ToolManifest
+from wire.manifest import ToolManifest
 from services.sdk.schema import OBJECT, identifier, limit, text, uuid_string, version
 from services.sdk.service import make_manifest
 
@@ -91,3 +91,7 @@ DELETE = _manifest(
     {"type": "object", "required": ["template_id", "deleted"],
      "properties": {"template_id": {"type": "string"}, "deleted": {"const": True}}},
 )
+
+# In the order the service serves them.
+MANIFESTS = (LIST, READ, CREATE, UPDATE, DELETE)
+TOOL_IDS = tuple(m.tool_id for m in MANIFESTS)

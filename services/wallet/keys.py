@@ -12,7 +12,7 @@ from eth_account import Account
 from eth_account.datastructures import SignedTransaction
 from eth_account.signers.local import LocalAccount
 
-from proxy.identity import is_valid_id
+from wire.ids import is_valid_id
 
 _KEY = re.compile(r"(0x)?[0-9a-fA-F]{64}", re.ASCII)
 

@@ -20,11 +20,28 @@ import asyncpg
 import structlog
 from eth_utils import is_checksum_address, to_checksum_address
 
-from services.sdk import CallContext, ToolError
+from services.sdk import CallContext
+from services.sdk.errors import Busy
 from services.sdk.service import ToolResult
 from services.wallet.chain import ChainClient, ChainRejected, ChainUnreachable, WouldRevert
+from services.wallet.errors import (
+    ChainUnavailable,
+    InvalidAddress,
+    NonceReplayed,
+    NonceUnavailable,
+    NoWallet,
+    TxFailed,
+    TxMismatch,
+    TxNotApproved,
+    TxNotPrepared,
+    TxRejected,
+    TxReverted,
+    TxSubmissionUnknown,
+    TxWouldFail,
+    WrongChain,
+)
 from services.wallet.keys import WalletKeys
-from services.wallet.transactions import EvmTransaction, StoredTx, TxStore
+from services.wallet.store import EvmTransaction, StoredTx, TxStore
 
 log = structlog.get_logger("toolproxy.wallet")
 
@@ -44,7 +61,7 @@ class Intent:
     def of(cls, args: dict[str, Any]) -> Intent:
         to: str = args["to"]
         if to[2:] != to[2:].lower() and to[2:] != to[2:].upper() and not is_checksum_address(to):
-            raise ToolError(f"{to} fails its EIP-55 checksum", code="invalid_address")
+            raise InvalidAddress(f"{to} fails its EIP-55 checksum")
         return cls(to=to_checksum_address(to), value_wei=int(args.get("value_wei", 0)),
                    data=str(args.get("data", "0x")).lower(), chain_id=args.get("chain_id"))
 
@@ -85,16 +102,15 @@ class Wallet:
         try:
             chain_id = await self.chain.chain_id()
             if intent.chain_id is not None and intent.chain_id != chain_id:
-                raise ToolError(f"the wallet's chain is {chain_id}, not {intent.chain_id}",
-                                code="wrong_chain")
+                raise WrongChain(f"the wallet's chain is {chain_id}, not {intent.chain_id}")
             nonce = await self.chain.pending_nonce(sender)
             estimate = await self.chain.estimate_gas(
                 {"from": sender, "to": intent.to, "value": intent.value_wei, "data": intent.data})
             max_fee, tip = await self.chain.fees()
         except WouldRevert as exc:
-            raise ToolError(f"the transaction would fail: {exc}", code="tx_would_fail") from None
+            raise TxWouldFail(f"the transaction would fail: {exc}") from None
         except (ChainUnreachable, ChainRejected) as exc:
-            raise ToolError(f"the chain cannot be reached: {exc}", code="chain_unavailable") from None
+            raise ChainUnavailable(f"the chain cannot be reached: {exc}") from None
         return EvmTransaction(chain_id=chain_id, nonce=nonce, from_address=sender, to=intent.to,
                               value_wei=intent.value_wei, data=intent.data,
                               gas=int(estimate * self.gas_margin + 0.999), max_fee_per_gas=max_fee,
@@ -103,14 +119,13 @@ class Wallet:
     def _sender(self, team_id: str) -> str:
         sender = self.keys.address(team_id)
         if sender is None:
-            raise ToolError("this team has no wallet", code="no_wallet")
+            raise NoWallet("this team has no wallet")
         return sender
 
     @staticmethod
     def _check_same(stored: StoredTx, intent: Intent, ctx: CallContext, tool: str) -> None:
         if stored.team_id != ctx.team_id or stored.tool != tool or not intent.matches(stored.tx):
-            raise ToolError("the transaction differs from the one prepared for this call",
-                            code="tx_mismatch")
+            raise TxMismatch("the transaction differs from the one prepared for this call")
 
     # --- invoke (an approved call) -----------------------------------------------------------
 
@@ -120,11 +135,11 @@ class Wallet:
         if ctx.approval == "per_call":
             stored = await self.store.get(ctx.call_id)
             if stored is None:
-                raise ToolError("no transaction was prepared for this call", code="tx_not_prepared")
+                raise TxNotPrepared("no transaction was prepared for this call")
             self._check_same(stored, intent, ctx, tool)
             # Bound to the hash governance approved, and the kept fields still hash to it.
             if ctx.approval_ref != stored.signing_hash or stored.tx.signing_hash() != stored.signing_hash:
-                raise ToolError("the transaction differs from the approved one", code="tx_mismatch")
+                raise TxMismatch("the transaction differs from the approved one")
             if stored.state in ("prepared", "signing", "signed"):
                 async with self._sender_lock(stored.tx.from_address, stored.tx.chain_id, until) as conn:
                     await self._submit(conn, stored.call_id)
@@ -143,14 +158,14 @@ class Wallet:
                     self._check_same(stored, intent, ctx, tool)
                 await self._submit(conn, stored.call_id)
         else:
-            raise ToolError("the wallet signs approved transactions only", code="tx_not_approved")
+            raise TxNotApproved("the wallet signs approved transactions only")
         return await self._finish(stored.call_id, until)
 
     async def _chain_id(self) -> int:
         try:
             return await self.chain.chain_id()
         except (ChainUnreachable, ChainRejected) as exc:
-            raise ToolError(f"the chain cannot be reached: {exc}", code="chain_unavailable") from None
+            raise ChainUnavailable(f"the chain cannot be reached: {exc}") from None
 
     async def _submit(self, conn: asyncpg.Connection, call_id: str) -> None:
         """Under the sender's lock: sign and send once, or re-send the same signed bytes."""
@@ -165,10 +180,10 @@ class Wallet:
         stored = await self.store.get(call_id)
         assert stored is not None
         if stored.state in ("refused", "failed"):
-            raise ToolError(_MESSAGES.get(stored.error_code or "", "the transaction failed"),
-                            code=stored.error_code or "tx_failed")
+            raise TxFailed(_MESSAGES.get(stored.error_code or "", "the transaction failed"),
+                           code=stored.error_code or None)
         if stored.state in ("prepared", "signing"):  # the chain could not be asked
-            raise ToolError("the chain cannot be reached (nothing was sent)", code="chain_unavailable")
+            raise ChainUnavailable("the chain cannot be reached (nothing was sent)")
         assert stored.tx_hash is not None
         if stored.state == "mined":
             receipt = {"status": stored.receipt_status, "block_number": stored.block_number}
@@ -180,16 +195,15 @@ class Wallet:
             except (ChainUnreachable, ChainRejected):
                 receipt = None
             if receipt is None and stored.state == "signed":
-                raise ToolError(
+                raise TxSubmissionUnknown(
                     f"transaction {stored.tx_hash} is signed but the node did not confirm taking "
-                    "it; the same call, retried, re-sends exactly it (never another)",
-                    code="tx_submission_unknown")
+                    "it; the same call, retried, re-sends exactly it (never another)")
             if receipt is None:
                 return _result(stored, "pending", None)
             await self.store.mark(stored.call_id, "mined", receipt=receipt)
         if receipt["status"] != 1:
-            raise ToolError(f"transaction {stored.tx_hash} was mined in block "
-                            f"{receipt['block_number']} and reverted", code="tx_reverted")
+            raise TxReverted(f"transaction {stored.tx_hash} was mined in block "
+                             f"{receipt['block_number']} and reverted")
         return _result(stored, "success", receipt["block_number"])
 
     async def _sign_and_send(self, conn: asyncpg.Connection, stored: StoredTx) -> None:
@@ -199,21 +213,21 @@ class Wallet:
             next_nonce = await self.chain.pending_nonce(tx.from_address)
         except (ChainUnreachable, ChainRejected) as exc:
             await self.store.mark(call_id, "prepared", conn=conn)  # nothing signed
-            raise ToolError(f"the chain cannot be reached: {exc}", code="chain_unavailable") from None
+            raise ChainUnavailable(f"the chain cannot be reached: {exc}") from None
         if next_nonce != tx.nonce:
-            code = "nonce_replayed" if next_nonce > tx.nonce else "nonce_unavailable"
+            code = NonceReplayed.code if next_nonce > tx.nonce else NonceUnavailable.code
             await self.store.mark(call_id, "refused", error_code=code, conn=conn)
             return
         signed = self.keys.sign(stored.team_id, tx.signable())
         raw, tx_hash = "0x" + signed.raw_transaction.hex(), "0x" + signed.hash.hex()
         if not await self.store.signed(conn, call_id, raw, tx_hash):
-            await self.store.mark(call_id, "refused", error_code="nonce_replayed", conn=conn)
+            await self.store.mark(call_id, "refused", error_code=NonceReplayed.code, conn=conn)
             return
         try:
             await self.chain.send_raw(bytes.fromhex(raw[2:]))
         except ChainRejected as exc:
             log.warning("transaction_rejected", tx_hash=tx_hash, error=str(exc))
-            await self.store.mark(call_id, "failed", error_code="tx_rejected", conn=conn)
+            await self.store.mark(call_id, "failed", error_code=TxRejected.code, conn=conn)
             return
         except ChainUnreachable as exc:
             log.warning("transaction_submission_unknown", tx_hash=tx_hash, error=str(exc))
@@ -236,7 +250,7 @@ class Wallet:
             if await self.chain.receipt(stored.tx_hash) is not None:
                 await self.store.mark(stored.call_id, "sent")
                 return
-            code = "nonce_replayed" if "nonce" in text else "tx_rejected"
+            code = NonceReplayed.code if "nonce" in text else TxRejected.code
             await self.store.mark(stored.call_id, "failed", error_code=code)
             return
         except ChainUnreachable:
@@ -249,7 +263,7 @@ class Wallet:
         async with self.store.pool.acquire() as conn:
             while not await conn.fetchval("SELECT pg_try_advisory_lock($1)", key):
                 if time.time() >= until:
-                    raise ToolError("the wallet is busy with this sender's transactions", code="busy")
+                    raise Busy("the wallet is busy with this sender's transactions")
                 await asyncio.sleep(0.01)
             try:
                 yield conn
@@ -258,10 +272,11 @@ class Wallet:
 
 
 _MESSAGES = {
-    "nonce_replayed": "the approved transaction's nonce was used by another transaction: it can "
-                      "no longer be sent as approved (nothing was sent); invoke again",
-    "nonce_unavailable": "the approved transaction's nonce is ahead of the chain (nothing was sent)",
-    "tx_rejected": "the node refused the transaction (nothing was sent)",
+    NonceReplayed.code: "the approved transaction's nonce was used by another transaction: it "
+                        "can no longer be sent as approved (nothing was sent); invoke again",
+    NonceUnavailable.code: "the approved transaction's nonce is ahead of the chain (nothing was "
+                           "sent)",
+    TxRejected.code: "the node refused the transaction (nothing was sent)",
 }
 
 

@@ -1,0 +1,1 @@
+"""The Python client of the native API (client.native: Toolproxy, AsyncToolproxy and their errors)."""

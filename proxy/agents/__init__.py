@@ -1,1 +1,0 @@
-"""Agent registration (agent.invoke's directory): the /v1/admin/agents routes."""

@@ -1,6 +1,0 @@
-"""Approvals bound to what will run: a held call's service prepares it, the approval shows it
-and carries its hash, and the service executes only that (see proxy.binding.prepare)."""
-
-from proxy.binding.prepare import approval_meta, prepare_held
-
-__all__ = ["approval_meta", "prepare_held"]

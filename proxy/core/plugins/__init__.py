@@ -1,0 +1,1 @@
+"""The proxy's side of plugins: the enabled set, running plugin calls, and internal() relaying."""

@@ -1,0 +1,1 @@
+"""Who is calling: the identity a verified token carries, and the verification of tokens."""

@@ -1,1 +1,0 @@
-"""HTTP middlewares, one concept each; their order is declared once in proxy.app."""

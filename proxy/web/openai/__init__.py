@@ -1,0 +1,1 @@
+"""The OpenAI surface: the callable catalog as OpenAI tools, and tool calls run through the pipeline."""

@@ -1,0 +1,1 @@
+"""Category C `data.query`: named, parameterized, read-only, team-scoped queries on Postgres."""
