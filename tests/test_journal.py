@@ -25,6 +25,8 @@ from proxy.records.events import CHANNEL, event
 from proxy.records.journal_writer import _POISON_AFTER
 from proxy.records.entry import Entry, dumps, load_entry
 from proxy.records.journal import Journal
+from proxy.records.reads import read_call_now
+from proxy.errors import DependencyUnavailable
 from proxy.records.batch_write import write_entries
 from proxy.metrics import Metrics
 from proxy.records.usage import UsageRecord
@@ -409,6 +411,35 @@ async def test_a_journal_without_its_writer_keeps_records_in_the_stream(db_pool,
         await writer.close()
         await idle.close()
         await nc.close()
+
+
+async def test_a_call_only_in_the_stream_read_by_a_replica_off_the_bus_is_retried_not_404(
+        db_pool, nats_url, team) -> None:
+    """A call answered a moment ago whose record is still only in the stream (not yet
+    written): a replica whose NATS connection is away (its server was lost, it reconnects to
+    another) cannot tell, so it answers "retry shortly" (503), never "no such call" (404).
+    Connected, it reads the record; a call nobody made is None (a 404) once both were asked."""
+    holder_nc, reader_nc = await nats.connect(nats_url), await nats.connect(nats_url)
+    holder = Journal(holder_nc, db_pool, Metrics(), writer=False)
+    reader = Journal(reader_nc, db_pool, Metrics(), writer=False)
+    try:
+        await holder.start()
+        t = datetime.now(timezone.utc)
+        end = _end(_start(str(uuid.uuid4()), team, t), t)
+        await holder.record(usage=end.usage, call=end.call, events=end.events, key=end.key)
+        read = await read_call_now(db_pool, reader, end.call.call_id, team)
+        assert read is not None and read["status"] == "COMPLETED"
+        assert await read_call_now(db_pool, reader, str(uuid.uuid4()), team) is None
+        await reader_nc.close()
+        with pytest.raises(DependencyUnavailable) as refused:
+            await read_call_now(db_pool, reader, end.call.call_id, team)
+        assert refused.value.http_status == 503 and refused.value.headers.get("Retry-After") == "1"
+    finally:
+        await holder.close()
+        await reader.close()
+        await holder_nc.close()
+        if not reader_nc.is_closed:
+            await reader_nc.close()
 
 
 async def test_a_record_whose_caller_is_cancelled_is_made_durable_all_the_same(db_pool, team) -> None:

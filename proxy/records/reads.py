@@ -39,9 +39,11 @@ async def read_call_now(pool: asyncpg.Pool, journal: Journal, call_id: str,
     stored, _ = await _read_call(pool, call_id, team_id)
     if stored is not None and stored["status"] in TERMINAL:
         return stored
-    asked = True
+    # Whether the stream was asked and said "none": not when this replica's connection is
+    # away (its server was lost; it reconnects to another) nor when the stream did not answer.
+    asked = journal.connected
     try:
-        record = await journal.call_record(call_id) if journal.connected else None
+        record = await journal.call_record(call_id) if asked else None
     except Exception:  # the stream did not answer (a leader election, a stalled server)
         record, asked = None, False
     if record is not None and record.team_id == team_id and (
