@@ -6,24 +6,20 @@ is the official `mcp` SDK's own server over streamable HTTP, in this process."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from proxy.web import keys as appkeys
 from services.metrics_server import upstream_bridge_families
-from services.upstreams.bridge import UpstreamBridge
 from services.upstreams.config import UpstreamSettings
 from tests.support.calls import bearer, invoke
-from tests.support.network_flow import roomy
 from tests.support.upstream_servers import demo_server, redescribe, serve_http
+from tests.support.upstream_fixtures import bridge, settings  # noqa: F401  (fixtures)
 from tests.support.upstreams import (
     classified,
     get,
     governance_events,
     post,
-    running_bridge,
     unique,
     upstream_settings,
 )
@@ -32,19 +28,6 @@ from tests.support.upstreams import (
 @pytest.fixture
 def up_settings(tmp_path: Path) -> UpstreamSettings:
     return upstream_settings(tmp_path)
-
-
-@pytest.fixture
-def settings(settings, up_settings, monkeypatch):  # type: ignore[no-untyped-def]
-    monkeypatch.setenv("TOOLPROXY_UPSTREAM_HOSTS", up_settings.upstream_hosts)
-    monkeypatch.setenv("TOOLPROXY_UPSTREAM_COMMANDS", str(up_settings.upstream_commands))
-    return roomy(settings)
-
-
-@pytest.fixture
-async def bridge(db_pool, nats_url, database_url, up_settings) -> AsyncIterator[UpstreamBridge]:  # type: ignore[no-untyped-def]
-    async with running_bridge(db_pool, nats_url, database_url, up_settings) as b:
-        yield b
 
 
 async def test_an_upstream_tool_from_registration_to_a_call(client, token, team, bridge) -> None:  # type: ignore[no-untyped-def]

@@ -6,7 +6,6 @@ answer come from the official SDK's own server."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -15,14 +14,13 @@ from mcp.server.mcpserver import Context
 from proxy.web import keys as appkeys
 from tests.support.calls import bearer, grant, invoke
 from tests.support.hostile_mcp import start_hostile
-from tests.support.network_flow import roomy
 from tests.support.upstream_servers import demo_server, redescribe, serve_http
+from tests.support.upstream_fixtures import bridge, settings  # noqa: F401  (fixtures)
 from tests.support.upstreams import (
     classified,
     governance_events,
     post,
     register,
-    running_bridge,
     sync,
     unique,
     upstream_settings,
@@ -32,19 +30,6 @@ from tests.support.upstreams import (
 @pytest.fixture
 def up_settings(tmp_path: Path):  # type: ignore[no-untyped-def]
     return upstream_settings(tmp_path, upstream_max_answer_bytes=4 << 20, upstream_max_result_bytes=1 << 20)
-
-
-@pytest.fixture
-def settings(settings, up_settings, monkeypatch):  # type: ignore[no-untyped-def]
-    monkeypatch.setenv("TOOLPROXY_UPSTREAM_HOSTS", up_settings.upstream_hosts)
-    monkeypatch.setenv("TOOLPROXY_UPSTREAM_COMMANDS", str(up_settings.upstream_commands))
-    return roomy(settings)
-
-
-@pytest.fixture
-async def bridge(db_pool, nats_url, database_url, up_settings) -> AsyncIterator[object]:  # type: ignore[no-untyped-def]
-    async with running_bridge(db_pool, nats_url, database_url, up_settings) as b:
-        yield b
 
 
 @pytest.mark.parametrize(("behaviour", "code"), [

@@ -23,11 +23,11 @@ from services.upstreams.endpoints import admission
 from services.upstreams.errors import GrantRefused
 from services.upstreams.oauth import OAuthConfig, TokenSource
 from tests.support.calls import invoke
-from tests.support.network_flow import roomy
 from tests.support.oidc_provider import OidcProvider
 from tests.support.openapi_servers import serve_petstore
 from tests.support.upstream_servers import BearerCheck, demo_server, free_port, serve_asgi
-from tests.support.upstreams import classified, get, post, running_bridge, unique, upstream_settings
+from tests.support.upstream_fixtures import bridge, settings  # noqa: F401  (fixtures)
+from tests.support.upstreams import classified, get, post, unique, upstream_settings
 
 AUDIENCE = "https://upstream.test"
 CLIENT = "upstream-bridge"
@@ -36,19 +36,6 @@ CLIENT = "upstream-bridge"
 @pytest.fixture
 def up_settings(tmp_path: Path) -> UpstreamSettings:
     return upstream_settings(tmp_path)
-
-
-@pytest.fixture
-def settings(settings, up_settings, monkeypatch):  # type: ignore[no-untyped-def]
-    monkeypatch.setenv("TOOLPROXY_UPSTREAM_HOSTS", up_settings.upstream_hosts)
-    monkeypatch.setenv("TOOLPROXY_UPSTREAM_COMMANDS", str(up_settings.upstream_commands))
-    return roomy(settings)
-
-
-@pytest.fixture
-async def bridge(db_pool, nats_url, database_url, up_settings) -> AsyncIterator[Any]:  # type: ignore[no-untyped-def]
-    async with running_bridge(db_pool, nats_url, database_url, up_settings) as b:
-        yield b
 
 
 @pytest.fixture

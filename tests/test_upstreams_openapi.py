@@ -6,35 +6,20 @@ served by a small local server implementing three of its operations."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import orjson
 import pytest
-from services.upstreams.bridge import UpstreamBridge
 from services.upstreams.config import UpstreamSettings
 from tests.support.calls import bearer, invoke
-from tests.support.network_flow import roomy
 from tests.support.openapi_servers import serve_petstore
-from tests.support.upstreams import classified, get, post, running_bridge, unique, upstream_settings
+from tests.support.upstream_fixtures import bridge, settings  # noqa: F401  (fixtures)
+from tests.support.upstreams import classified, get, post, unique, upstream_settings
 
 
 @pytest.fixture
 def up_settings(tmp_path: Path) -> UpstreamSettings:
     return upstream_settings(tmp_path)
-
-
-@pytest.fixture
-def settings(settings, up_settings, monkeypatch):  # type: ignore[no-untyped-def]
-    monkeypatch.setenv("TOOLPROXY_UPSTREAM_HOSTS", up_settings.upstream_hosts)
-    monkeypatch.setenv("TOOLPROXY_UPSTREAM_COMMANDS", str(up_settings.upstream_commands))
-    return roomy(settings)
-
-
-@pytest.fixture
-async def bridge(db_pool, nats_url, database_url, up_settings) -> AsyncIterator[UpstreamBridge]:  # type: ignore[no-untyped-def]
-    async with running_bridge(db_pool, nats_url, database_url, up_settings) as b:
-        yield b
 
 
 async def test_toolproxys_own_document_from_registration_to_a_call(client, token, team, bridge) -> None:  # type: ignore[no-untyped-def]

@@ -11,15 +11,14 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from fastmcp import FastMCP
 
 from tests.support.calls import invoke
-from tests.support.network_flow import roomy
 from tests.support.upstream_servers import free_port, serve_asgi
+from tests.support.upstream_fixtures import bridge, settings  # noqa: F401  (fixtures)
 from tests.support.upstreams import classified, post, register, running_bridge, sync, unique, upstream_settings
 
 CACHE = Path(os.environ.get("TOOLPROXY_MCP_SERVERS", Path.home() / ".cache/toolproxy/mcp-servers"))
@@ -47,19 +46,6 @@ def _allowlist(index: Path) -> dict[str, object]:
 @pytest.fixture
 def up_settings(tmp_path: Path):  # type: ignore[no-untyped-def]
     return upstream_settings(tmp_path, _allowlist(EVERYTHING), upstream_stdio_user="")
-
-
-@pytest.fixture
-def settings(settings, up_settings, monkeypatch):  # type: ignore[no-untyped-def]
-    monkeypatch.setenv("TOOLPROXY_UPSTREAM_HOSTS", up_settings.upstream_hosts)
-    monkeypatch.setenv("TOOLPROXY_UPSTREAM_COMMANDS", str(up_settings.upstream_commands))
-    return roomy(settings)
-
-
-@pytest.fixture
-async def bridge(db_pool, nats_url, database_url, up_settings) -> AsyncIterator[object]:  # type: ignore[no-untyped-def]
-    async with running_bridge(db_pool, nats_url, database_url, up_settings) as b:
-        yield b
 
 
 def _children_running(path_part: str) -> list[int]:
