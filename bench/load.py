@@ -57,4 +57,27 @@ async def run(label: str, call: Callable[[], Awaitable[bool]], *, concurrency: i
     return Result(label, len(lat), errors, elapsed, lat)
 
 
-__all__ = ["Result", "run", "statistics"]
+def pct(xs: list[float], p: float) -> float:
+    """The p-quantile (0..1) of `xs`, nearest rank."""
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * p))]
+
+
+async def loop(call: Callable[[], Awaitable[object]], connections: int,
+               seconds: float) -> tuple[list[float], float]:
+    """Latencies (seconds) and calls per second of `connections` callers looping on `call`."""
+    lat: list[float] = []
+    end = time.perf_counter() + seconds
+
+    async def caller() -> None:
+        while time.perf_counter() < end:
+            t0 = time.perf_counter()
+            await call()
+            lat.append(time.perf_counter() - t0)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(connections)))
+    return lat, len(lat) / (time.perf_counter() - t0)
+
+
+__all__ = ["Result", "loop", "pct", "run", "statistics"]

@@ -16,10 +16,9 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import httpx2
@@ -29,6 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.load import loop, pct  # noqa: E402
 from bench.setup import bench_stack, prepare, remove  # noqa: E402
 from infra.embedded.ports import free_port  # noqa: E402
 from proxy.config import Settings  # noqa: E402
@@ -36,27 +36,6 @@ from proxy.identity.tokens import mint  # noqa: E402
 
 SERVER = Path(__file__).resolve().parents[1] / "tests" / "support" / "sdk_server.py"
 ARGS = {"a": 6, "b": 7}
-
-
-def pct(xs: list[float], p: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(len(xs) * p))]
-
-
-async def run(call: Callable[[], Awaitable[Any]], connections: int, seconds: float) -> tuple[list[float], float]:
-    """Latencies and calls per second of `connections` callers looping on `call`."""
-    lat: list[float] = []
-    end = time.perf_counter() + seconds
-
-    async def caller() -> None:
-        while time.perf_counter() < end:
-            t0 = time.perf_counter()
-            await call()
-            lat.append(time.perf_counter() - t0)
-
-    t0 = time.perf_counter()
-    await asyncio.gather(*(caller() for _ in range(connections)))
-    return lat, len(lat) / (time.perf_counter() - t0)
 
 
 async def clients(stack: AsyncExitStack, make: Callable[[], Client], n: int) -> list[Client]:
@@ -81,10 +60,10 @@ async def compare(label: str, direct: Callable[[], Client], proxied: Callable[[]
             r = await p[next(it) % len(p)].call_tool(tool, ARGS)
             assert not r.is_error, r
 
-        await run(via_direct, connections, 0.5)
-        await run(via_proxy, connections, 0.5)
-        dl, drate = await run(via_direct, connections, seconds)
-        pl, prate = await run(via_proxy, connections, seconds)
+        await loop(via_direct, connections, 0.5)
+        await loop(via_proxy, connections, 0.5)
+        dl, drate = await loop(via_direct, connections, seconds)
+        pl, prate = await loop(via_proxy, connections, seconds)
     added50 = (pct(pl, 0.5) - pct(dl, 0.5)) * 1000
     added99 = (pct(pl, 0.99) - pct(dl, 0.99)) * 1000
     return (f"| {label} | {connections} | {pct(dl, 0.5) * 1000:.2f} / {pct(dl, 0.99) * 1000:.2f} | "
@@ -162,8 +141,8 @@ async def main() -> None:
                     r = await cs[next(it) % len(cs)].call_tool("math", {"expr": "6*7"})
                     assert not r.is_error, r
 
-                await run(via_math, conns, 0.5)
-                ml, mrate = await run(via_math, conns, a.seconds)
+                await loop(via_math, conns, 0.5)
+                ml, mrate = await loop(via_math, conns, a.seconds)
             print(f"| built-in `math` through Toolproxy (for scale) | {conns} | — | "
                   f"{pct(ml, 0.5) * 1000:.2f} / {pct(ml, 0.99) * 1000:.2f} | — | {mrate:.0f} |")
 

@@ -14,16 +14,14 @@ import asyncio
 import platform
 import sys
 import threading
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 from aiohttp import web
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.load import loop, pct  # noqa: E402
 from bench.setup import bench_stack, prepare, remove  # noqa: E402
 from infra.embedded.ports import free_port  # noqa: E402
 from proxy.config import Settings  # noqa: E402
@@ -41,26 +39,6 @@ def serve(port: int) -> None:
     app = web.Application()
     app.router.add_get("/v1/pets", list_pets)
     web.run_app(app, host="127.0.0.1", port=port, print=None, handle_signals=False)
-
-
-def pct(xs: list[float], p: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(len(xs) * p))]
-
-
-async def run(call: Callable[[], Awaitable[Any]], connections: int, seconds: float) -> tuple[list[float], float]:
-    lat: list[float] = []
-    end = time.perf_counter() + seconds
-
-    async def caller() -> None:
-        while time.perf_counter() < end:
-            t0 = time.perf_counter()
-            await call()
-            lat.append(time.perf_counter() - t0)
-
-    t0 = time.perf_counter()
-    await asyncio.gather(*(caller() for _ in range(connections)))
-    return lat, len(lat) / (time.perf_counter() - t0)
 
 
 async def main() -> None:
@@ -108,10 +86,10 @@ async def main() -> None:
                     assert r.status == 200 and len(body["output"]["body"]) == 2, body
 
             for conns in (1, 32):
-                await run(direct, conns, 0.5)
-                await run(proxied, conns, 0.5)
-                dl, drate = await run(direct, conns, a.seconds)
-                pl, prate = await run(proxied, conns, a.seconds)
+                await loop(direct, conns, 0.5)
+                await loop(proxied, conns, 0.5)
+                dl, drate = await loop(direct, conns, a.seconds)
+                pl, prate = await loop(proxied, conns, a.seconds)
                 print(f"| {conns} | {pct(dl, 0.5) * 1000:.2f} / {pct(dl, 0.99) * 1000:.2f} | "
                       f"{pct(pl, 0.5) * 1000:.2f} / {pct(pl, 0.99) * 1000:.2f} | "
                       f"+{(pct(pl, 0.5) - pct(dl, 0.5)) * 1000:.2f} / +{(pct(pl, 0.99) - pct(dl, 0.99)) * 1000:.2f} | "
