@@ -1,4 +1,5 @@
-"""A run's budget counts exactly the calls that ran, when a client disconnects mid-admission."""
+"""A run's budget counts exactly the calls that ran, and their cost exactly what usage
+recorded, when a client disconnects mid-admission; a fixed price is charged with the count."""
 
 from __future__ import annotations
 
@@ -9,11 +10,17 @@ from typing import Any
 import aiohttp
 import pytest
 
+from proxy.core.run_budget import BUCKET as RUNS
 from proxy.web import keys as appkeys
 from proxy.web.admin import keys as admin_keys
-from tests.support.calls import bearer, invoke
+from tests.support.calls import bearer, grant, invoke
 
 MAX_CALLS = 3
+PRICE = 0.00002  # `math`'s fixed price per call (services/math/manifests.py)
+
+
+async def _none_settling(budgets: Any) -> bool:
+    return not budgets._settling
 
 
 async def _run(client, tok: str) -> str:
@@ -43,14 +50,21 @@ async def _until(probe: Callable[[], Awaitable[bool]], timeout: float = 10.0) ->
         await asyncio.sleep(0.05)
 
 
+async def _usage_cost(db_pool, run_id: str) -> float:
+    return float(await db_pool.fetchval(
+        "SELECT coalesce(sum(cost_1t), 0) FROM usage_records WHERE agent_run_id = $1", run_id))
+
+
 async def _budget_matches_the_calls(client, tok: str, run_id: str, db_pool) -> None:
     """The run's counter against its calls on record: the two that completed, the one cancelled
-    before it reached its tool; then a third call still fits (max_calls 3)."""
+    before it reached its tool (its price given back with its count); then a third call still
+    fits (max_calls 3)."""
     async def settled() -> bool:
         r = await client.get(f"/v1/runs/{run_id}", headers=bearer(tok))
         run = await r.json()
         rows = await db_pool.fetch("SELECT status, started_at FROM calls WHERE agent_run_id = $1", run_id)
-        return run["used"]["calls"] == 2 and len(rows) == 3
+        return (run["used"]["calls"] == 2 and len(rows) == 3
+                and run["used"]["cost_1t"] == pytest.approx(await _usage_cost(db_pool, run_id)))
 
     await _until(settled)
     r = await client.get(f"/v1/runs/{run_id}", headers=bearer(tok))
@@ -58,6 +72,7 @@ async def _budget_matches_the_calls(client, tok: str, run_id: str, db_pool) -> N
     rows = await db_pool.fetch("SELECT status, started_at FROM calls WHERE agent_run_id = $1", run_id)
     ran = [row for row in rows if row["started_at"] is not None]
     assert run["used"]["calls"] == len(ran) == 2
+    assert run["used"]["cost_1t"] == pytest.approx(await _usage_cost(db_pool, run_id)) == pytest.approx(2 * PRICE)
     assert sorted(row["status"] for row in rows) == ["CANCELLED", "COMPLETED", "COMPLETED"]
     status, body = await invoke(client, tok, "math", {"expr": "1+1"}, context={"agent_run_id": run_id})
     assert status == 200, body
@@ -116,3 +131,56 @@ async def test_a_call_cancelled_while_its_count_is_on_its_way(client, token, tea
     monkeypatch.setattr(store, "_apply", real_apply)
     go.set()
     await _budget_matches_the_calls(client, tok, run_id, db_pool)
+
+
+async def test_a_fixed_price_is_charged_with_the_count(client, token, team, db_pool) -> None:
+    """`math`'s price is charged to its run in the same write as its count: a run whose cost
+    budget holds two calls refuses the third before it runs, and its cost is what usage
+    recorded for the two."""
+    tok = token(agent="spender", team=team)
+    r = await client.post("/v1/runs", headers=bearer(tok), json={"budget": {"max_cost_1t": 2 * PRICE}})
+    assert r.status == 201, await r.text()
+    run_id = (await r.json())["run_id"]
+    budgets = client.app[appkeys.PIPELINE].budgets
+    writes = []
+    for i in range(2):
+        before = (await budgets._js.stream_info(f"KV_{RUNS}")).state.last_seq
+        status, body = await invoke(client, tok, "math", {"expr": f"{i}+1"}, context={"agent_run_id": run_id})
+        assert status == 200, body
+        await _until(lambda: _none_settling(budgets))  # anything the call left to write, written
+        writes.append((await budgets._js.stream_info(f"KV_{RUNS}")).state.last_seq - before)
+    assert writes == [1, 1]  # one write per call: its count and its price together
+    status, body = await invoke(client, tok, "math", {"expr": "3+1"}, context={"agent_run_id": run_id})
+    assert status == 403 and body["error"]["code"] == "run_budget_exceeded", body
+    run = await (await client.get(f"/v1/runs/{run_id}", headers=bearer(tok))).json()
+    assert run["used"]["calls"] == 2 and run["used"]["cost_1t"] == pytest.approx(2 * PRICE), run
+
+    async def written() -> bool:
+        return await _usage_cost(db_pool, run_id) == pytest.approx(2 * PRICE)
+
+    await _until(written)
+    assert await written()
+
+
+async def test_the_metered_part_is_added_when_the_tool_answers_and_no_answer_costs_nothing(
+        client, token, team, db_pool) -> None:
+    """A metered tool's run pays its price with its count and the metered part when it
+    answers; a call that times out (it ran: counted) gives its price back, as usage charges
+    it nothing. The run's cost equals what usage recorded."""
+    await grant(client, token, team, "tool.testsvc.metered.invoke")
+    tok = token(agent="metered", team=team)
+    run_id = await _run(client, tok)
+    status, body = await invoke(client, tok, "testsvc.metered", {"tokens": 10}, context={"agent_run_id": run_id})
+    assert status == 200 and body["cost_1t"] == pytest.approx(0.5 + 10 * 0.01 + 0.25 * 2.0), body
+    status, body = await invoke(client, tok, "testsvc.slow", {"seconds": 2}, context={"agent_run_id": run_id})
+    assert status == 504 and body["error"]["code"] == "timeout", body
+    budgets = client.app[appkeys.PIPELINE].budgets
+
+    async def settled() -> bool:
+        rows = await db_pool.fetchval("SELECT count(*) FROM usage_records WHERE agent_run_id = $1", run_id)
+        return rows == 2 and await _none_settling(budgets)
+
+    await _until(settled)
+    run = await (await client.get(f"/v1/runs/{run_id}", headers=bearer(tok))).json()
+    assert run["used"]["calls"] == 2 and run["used"]["tokens"] == 10, run
+    assert run["used"]["cost_1t"] == pytest.approx(await _usage_cost(db_pool, run_id)) == pytest.approx(1.1), run

@@ -151,8 +151,10 @@ class RunBudgets:
 
                 await self._change(_key(team_id, run_id), step)
 
-    async def reserve(self, team_id: str, run_id: str) -> str | None:
-        """Count one call. A refusal reason (run_completed, run_budget_exceeded), or None."""
+    async def reserve(self, team_id: str, run_id: str, price: float = 0.0) -> str | None:
+        """Count one call, and charge its fixed price (the tool's per-call cost) in the same
+        write: a fixed-price call then needs no second write when it ends. A refusal reason
+        (run_completed, run_budget_exceeded), or None."""
         info = self._runs.get((team_id, run_id))
         if info is None:
             return None  # not registered: grouped, not budgeted
@@ -172,17 +174,17 @@ class RunBudgets:
                     or (c["max_cost_1t"] is not None and c["cost_1t"] >= c["max_cost_1t"]))
             if over:
                 return None, "run_budget_exceeded"
-            return orjson.dumps({**c, "calls": c["calls"] + 1}), None
+            return orjson.dumps({**c, "calls": c["calls"] + 1, "cost_1t": c["cost_1t"] + price}), None
 
-        refusal = await self._count(team_id, run_id, step)
+        refusal = await self._count(team_id, run_id, step, price)
         if refusal == "missing":  # idle past the bucket's retention, or the store was lost
             await self._restore(team_id, run_id)
-            refusal = await self._count(team_id, run_id, step)
+            refusal = await self._count(team_id, run_id, step, price)
             if refusal == "missing":
                 raise BudgetUnavailable("the run's counter could not be restored")
         return refusal
 
-    async def _count(self, team_id: str, run_id: str, step: Any) -> Any:
+    async def _count(self, team_id: str, run_id: str, step: Any, price: float) -> Any:
         """`_change` for a count: a caller cancelled while it is on its way (its client went
         away) does not leave it behind — once the count lands, it is given back."""
         assert self._store is not None
@@ -194,7 +196,7 @@ class RunBudgets:
         except asyncio.CancelledError:
             def counted(f: asyncio.Future[Any]) -> None:
                 if not f.cancelled() and f.exception() is None and f.result() is None:
-                    self.give_back(team_id, run_id)
+                    self.give_back(team_id, run_id, price)
 
             if landed.done():
                 counted(landed)
@@ -202,9 +204,9 @@ class RunBudgets:
                 landed.add_done_callback(counted)
             raise
 
-    def give_back(self, team_id: str, run_id: str) -> None:
+    def give_back(self, team_id: str, run_id: str, price: float = 0.0) -> None:
         """`release`, off the request path (for a call whose request was cancelled)."""
-        self._spawn(self.release(team_id, run_id))
+        self._spawn(self.release(team_id, run_id, price))
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
@@ -234,11 +236,12 @@ class RunBudgets:
         log.warning("run_counter_restored", team_id=team_id, run_id=run_id)
         await self._change(_key(team_id, run_id), lambda raw: (value if raw is None else None, None))
 
-    async def release(self, team_id: str, run_id: str) -> None:
-        """Give back a reserved call that did not run."""
+    async def release(self, team_id: str, run_id: str, price: float = 0.0) -> None:
+        """Give back a reserved call that did not run, and the price charged with it."""
         def step(raw: bytes | None) -> tuple[bytes | None, None]:
             c = _load(raw)
-            return (orjson.dumps({**c, "calls": max(0, c["calls"] - 1)}) if c else None), None
+            return (orjson.dumps({**c, "calls": max(0, c["calls"] - 1),
+                                  "cost_1t": max(0.0, c["cost_1t"] - price)}) if c else None), None
 
         try:
             await self._change(_key(team_id, run_id), step)
@@ -246,7 +249,8 @@ class RunBudgets:
             log.warning("run_release_failed", error=str(exc))
 
     def settle(self, team_id: str, run_id: str, tokens: int, cost: float) -> None:
-        """Add what a call consumed, off the request path."""
+        """Add what a call consumed beyond what `reserve` charged, off the request path (a
+        negative cost gives back a charged price the call did not cost)."""
         info = self._runs.get((team_id, run_id))
         if info is None or not info.budgeted or not (tokens or cost):
             return
@@ -271,7 +275,7 @@ class RunBudgets:
             if c is None:
                 return None, None
             return orjson.dumps({**c, "tokens": c["tokens"] + tokens,
-                                 "cost_1t": c["cost_1t"] + cost}), None
+                                 "cost_1t": max(0.0, c["cost_1t"] + cost)}), None
 
         await self._change(_key(team_id, run_id), step)
 

@@ -40,6 +40,7 @@ async def echo(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     action="read",
     timeout_ms=300,
     description="Sleeps for `seconds`; records whether it finished or was stopped at its deadline.",
+    cost={"per_call": 0.25},  # a price a call that times out is not charged
     input_schema={**OBJ, "properties": {"seconds": {"type": "number", "minimum": 0, "maximum": 5}}},
 )
 async def slow(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:

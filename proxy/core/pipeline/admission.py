@@ -30,12 +30,15 @@ class Admission:
 class Reservation:
     """What one call holds from admission until it ends."""
 
-    __slots__ = ("_a", "_call", "_run_counted", "_tokens")
+    __slots__ = ("_a", "_call", "_run_counted", "_price", "_tokens")
 
     def __init__(self, admission: Admission, call: Call) -> None:
         self._a = admission
         self._call = call
         self._run_counted = False  # counted against a registered run's budget
+        # The tool's fixed price per call, charged to the run with its count (one write, not
+        # two, for a fixed-price call); given back if the call ends without a reply.
+        self._price = call.manifest.cost.per_call
         self._tokens: TokenReservation | None = None  # its estimated tokens, until it ends
 
     async def hold(self, decision: Decision) -> Ending | None:
@@ -77,7 +80,7 @@ class Reservation:
         a, call = self._a, self._call
         run = call.agent_run_id or ""
         try:
-            refusal = await a.budgets.reserve(call.identity.team_id, run)
+            refusal = await a.budgets.reserve(call.identity.team_id, run, self._price)
         except BudgetUnavailable:
             return Ending("UNAVAILABLE", "dependency_unavailable",
                           "the run's budget could not be checked; nothing was executed")
@@ -147,17 +150,24 @@ class Reservation:
         a.limiter.settle(team_id=call.identity.team_id, agent_id=call.identity.agent_id,
                          tokens=tokens, compute=compute, cost=cost, reserved=held)
         if self._run_counted:
-            a.budgets.settle(call.identity.team_id, call.agent_run_id or "", tokens, cost)
+            self._run_counted = False  # settled: nothing to give back when it is released
+            # Its price was charged with its count: only the metered part is left to add.
+            a.budgets.settle(call.identity.team_id, call.agent_run_id or "", tokens,
+                             round(cost - self._price, 12))
 
     async def release(self, *, executed: bool) -> None:
         """Ended without a reply to settle with: held tokens stay charged at their estimate if
         the tool was asked to run (a timeout, a cancel), else are given back, and so is the
         call's count against its run's budget (a budget counts the calls that ran)."""
         self._release_tokens(executed)
-        if not executed and self._run_counted:
-            self._run_counted = False
-            call = self._call
-            await self._a.budgets.release(call.identity.team_id, call.agent_run_id or "")
+        if not self._run_counted:
+            return
+        self._run_counted = False
+        call = self._call
+        if not executed:
+            await self._a.budgets.release(call.identity.team_id, call.agent_run_id or "", self._price)
+        elif self._price:  # ran, but no reply priced it (a timeout, a cancel): not charged
+            self._a.budgets.settle(call.identity.team_id, call.agent_run_id or "", 0, -self._price)
 
     def give_back(self) -> None:
         """`release` of a call that did not run, for a request being cancelled: nothing here
@@ -166,7 +176,7 @@ class Reservation:
         if self._run_counted:
             self._run_counted = False
             call = self._call
-            self._a.budgets.give_back(call.identity.team_id, call.agent_run_id or "")
+            self._a.budgets.give_back(call.identity.team_id, call.agent_run_id or "", self._price)
 
     def _release_tokens(self, executed: bool) -> None:
         if self._tokens is not None:
