@@ -40,6 +40,11 @@ from aiohttp import web
 from infra.nats_inbox import Inbox
 from infra.jetstream import store
 URL, PORT, DURABLE, LEAN = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1"
+# With admission: the two JetStream KV compare-and-set writes a realistic call makes before it
+# runs (its run's count and its agent's rate bucket, asked together), through the proxy's own
+# CasStore following its buckets, as the pipeline does: the floor of the parts that budgets and
+# per-agent limits shared across replicas stand on.
+ADMIT = len(sys.argv) > 5 and sys.argv[5] == "1"
 # Services act only on a call context the proxy signed (wire.call_context): the skeleton signs
 # its own with the stack's key, as every call must be, or it would measure refusals.
 KEY = os.environ.get("TOOLPROXY_CALL_CONTEXT_KEY")
@@ -61,9 +66,38 @@ async def main():
         except Exception:
             pass  # the other process made it
 
+    if ADMIT:
+        import hashlib
+        from nats.js.api import KeyValueConfig, StorageType
+        from infra.jetstream import ensure_bucket
+        from infra.kv import CasStore
+        counts, rates = [], []
+        for bucket, storage, into in (("bench_floor_runs", StorageType.FILE, counts),
+                                      ("bench_floor_rate", StorageType.MEMORY, rates)):
+            try:
+                kv = await ensure_bucket(js, KeyValueConfig(bucket=bucket, history=1, storage=storage))
+            except Exception:  # the other process made it meanwhile
+                kv = await js.key_value(bucket)
+            cas = CasStore(kv)
+            await cas.follow()
+            into.append(cas)
+        counts, rates = counts[0], rates[0]
+
+        def count(raw):
+            n = int(raw or 0) + 1
+            return str(n).encode(), n
+
+        def take(raw):  # a GCRA step at 600/min that always admits: a write like the limiter's
+            now = time.time()
+            tat = max(float(raw) if raw else now, now) + 0.1
+            return repr(tat).encode(), True
+
     async def handler(request):
         data = orjson.loads(await request.read())
         ctx = data.get("context") or {}
+        if ADMIT:
+            key = "k." + hashlib.sha256(f"{ctx.get('team_id')}:{ctx.get('agent_run_id')}".encode()).hexdigest()[:40]
+            await asyncio.gather(counts.change(key, count), rates.change(key, take))
         call_id = str(uuid.uuid4())
         payload = orjson.dumps({"args": data["args"], "context": {
             "team_id": ctx.get("team_id"), "agent_id": "bench-agent",
@@ -119,15 +153,16 @@ def _shared(stack) -> dict[str, int]:  # type: ignore[no-untyped-def]
 
 @contextlib.asynccontextmanager
 async def running_skeleton(stack, durable: bool, lean: bool,  # type: ignore[no-untyped-def]
-                           lua: str) -> AsyncIterator[tuple[str, dict[str, int]]]:
+                           lua: str, admit: bool = False) -> AsyncIterator[tuple[str, dict[str, int]]]:
     """Two skeleton processes on one port, warmed up: their URL, and the processes to sample
-    (theirs and the stack's `math` service and NATS)."""
+    (theirs and the stack's `math` service and NATS). `admit`: with the realistic call's two
+    KV writes before the forward."""
     port = free_port()
     key = getattr(stack, "replica_env", None)  # the signing key, where services check it
     env = {**os.environ, **({"TOOLPROXY_CALL_CONTEXT_KEY": key()["TOOLPROXY_CALL_CONTEXT_KEY"]}
                             if key is not None else {})}
     procs = [Child(f"floor-{i}", [sys.executable, "-c", SKELETON, stack.nats_url, str(port),
-                                  "1" if durable else "0", "1" if lean else "0"],
+                                  "1" if durable else "0", "1" if lean else "0", "1" if admit else "0"],
                    log_path=Path(tempfile.gettempdir()) / f"bench-floor-{os.getpid()}-{i}.log",
                    env=env)
              for i in range(2)]
