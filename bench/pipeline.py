@@ -10,8 +10,9 @@ skeleton of bench/floor.py (aiohttp, the proxy's reply inbox to the real `math` 
 JetStream-acknowledged record), the same skeleton with the two KV compare-and-set writes a
 realistic call makes before it runs (its run's count, its agent's rate bucket: the parts' floor
 for the realistic mix, printed beside its goal), the realistic mix and the hot case, at 32
-connections and at 1; every ratio is computed within its round. Then the **tools mix** on its own (mostly `math` and
-`text`, some granted `task.list`, `search.lite`, `data.query`, a few denied and rate-limited).
+connections and at 1; every ratio is computed within its round. Then the **tools mix** on its
+own (mostly `math` and `text`, some granted `task.list`, `search.lite`, `data.query`, a few
+denied and rate-limited).
 
 Printed beside every pipeline figure: the share of each status and the decision and token cache
 hit rates (the stack's own /metrics); throughput during the run and sustained (until usage has
