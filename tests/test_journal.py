@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from pdp.decision import Decision
 from pdp.decision_log import decision_record
-from proxy.records.calls import CallRecord, fold
+from proxy.records.calls import fold
 from proxy.records.events import CHANNEL, event
 from proxy.records.journal_writer import _POISON_AFTER
 from proxy.records.entry import Entry, dumps, load_entry
@@ -29,42 +29,16 @@ from proxy.records.reads import read_call_now
 from proxy.errors import DependencyUnavailable
 from proxy.records.batch_write import write_entries
 from proxy.metrics import Metrics
-from proxy.records.usage import UsageRecord
 from tests.support.calls import invoke
 from tests.support.infra import nats_server
-
-
-def _start(call_id: str, team: str, t: datetime) -> Entry:
-    row = CallRecord(call_id=call_id, team_id=team, agent_id="a", agent_run_id="r", tool="math",
-                     status="RUNNING", owner="proxy-x", decision_id=str(uuid.uuid4()),
-                     created_at=t, started_at=t, deadline_at=t + timedelta(seconds=2))
-    evs = [event(team, "agent.tool.requested", call_id=call_id),
-           event(team, "agent.tool.started", call_id=call_id)]
-    return Entry(call=row, events=evs, key=f"{call_id}:start")
-
-
-def _end(start: Entry, t: datetime) -> Entry:
-    assert start.call is not None
-    c = start.call
-    result_id = str(uuid.uuid4())
-    row = dataclasses.replace(c, status="COMPLETED", result_id=result_id, http_status=200,
-                              response={"ok": True, "output": {"value": 1}},
-                              started_at=None, deadline_at=None, finished_at=t, latency_ms=1.0)
-    usage = UsageRecord(call_id=c.call_id, result_id=result_id, decision_id=c.decision_id,
-                        team_id=c.team_id, agent_id="a", agent_run_id="r", tool="math",
-                        category="A", action="read", decision="allow", status="COMPLETED",
-                        error_code=None, http_status=200, latency_ms=1.0, started_at=c.created_at,
-                        finished_at=t)
-    return Entry(usage=usage, call=row, events=[*start.events, event(c.team_id, "agent.tool.completed",
-                                                                     call_id=c.call_id)],
-                 key=c.call_id)
+from tests.support.journal_entries import call_start, ended
 
 
 def test_an_entry_reads_back_as_it_was_written() -> None:
     """What the stream carries: usage first (the write-lag observer relies on it), times in
     UTC with a Z, and read back (validated) equal to what was written; garbage is refused."""
     t = datetime.now(timezone.utc)
-    end = _end(_start(str(uuid.uuid4()), "team-x", t), t)
+    end = ended(call_start(str(uuid.uuid4()), "team-x", t), t)
     decision = Decision(allow=True, decision_id=str(uuid.uuid4()), engine="regopy",
                         policy_revision="r1", reasons=["allowed"])
     record = decision_record(decision, {"args": {"expr": "1+1"}, "context": {}}, team_id="team-x",
@@ -82,8 +56,8 @@ def test_an_entry_reads_back_as_it_was_written() -> None:
 
 async def test_starts_and_ends_of_many_calls_in_one_batch(db_pool, team) -> None:
     t = datetime.now(timezone.utc)
-    starts = [_start(str(uuid.uuid4()), team, t) for _ in range(100)]
-    ends = [_end(s, t + timedelta(milliseconds=5)) for s in starts]
+    starts = [call_start(str(uuid.uuid4()), team, t) for _ in range(100)]
+    ends = [ended(s, t + timedelta(milliseconds=5)) for s in starts]
     batch = [e for pair in zip(starts, ends) for e in pair]  # as the stream delivers them
     async with db_pool.acquire() as conn:
         await write_entries(conn, batch)  # one transaction; refused whole before the fold
@@ -102,8 +76,8 @@ async def test_the_fold_merges_as_the_upsert_does(db_pool, team) -> None:
     t = datetime.now(timezone.utc)
     cases = []
     for order in ("start_end", "end_start"):  # a late start record never undoes an ending
-        s = _start(str(uuid.uuid4()), team, t)
-        e = _end(s, t + timedelta(milliseconds=5))
+        s = call_start(str(uuid.uuid4()), team, t)
+        e = ended(s, t + timedelta(milliseconds=5))
         seq = [s, e] if order == "start_end" else [e, s]
         cases.append(seq)
     async with db_pool.acquire() as conn:
@@ -184,7 +158,7 @@ async def test_postgres_starting_up_never_costs_a_record(db_pool, nats_url, team
     pool = StartingUp(db_pool, failures=3 * _POISON_AFTER)
     journal, metrics, nc = await _writer(nats_url, pool)
     try:
-        end = _end(_start(str(uuid.uuid4()), team, datetime.now(timezone.utc)), datetime.now(timezone.utc))
+        end = ended(call_start(str(uuid.uuid4()), team, datetime.now(timezone.utc)), datetime.now(timezone.utc))
         await journal.record(usage=end.usage, call=end.call, events=end.events, key=end.key)
 
         async def landed() -> bool:
@@ -203,7 +177,7 @@ async def test_a_record_postgres_keeps_refusing_is_set_aside(db_pool, nats_url, 
     journal, metrics, nc = await _writer(nats_url, db_pool)
     try:
         now = datetime.now(timezone.utc)
-        bad, good = (_end(_start(str(uuid.uuid4()), team, now), now) for _ in range(2))
+        bad, good = (ended(call_start(str(uuid.uuid4()), team, now), now) for _ in range(2))
         assert bad.usage is not None
         refused = dataclasses.replace(bad.usage, http_status=1 << 40)  # integer column
         await journal.record(usage=refused, key=bad.key)
@@ -232,7 +206,7 @@ async def test_postgres_going_away_during_the_one_by_one_pass_loses_nothing(db_p
     try:
         await journal.ensure()
         now = datetime.now(timezone.utc)
-        bad, good = (_end(_start(str(uuid.uuid4()), team, now), now) for _ in range(2))
+        bad, good = (ended(call_start(str(uuid.uuid4()), team, now), now) for _ in range(2))
         assert bad.usage is not None and good.usage is not None
         # Both in the stream before the writer starts: its first batch holds both.
         await journal.record(usage=dataclasses.replace(bad.usage, http_status=1 << 40), key=bad.key)
@@ -274,7 +248,7 @@ async def test_a_message_that_is_no_entry_is_set_aside_at_once(db_pool, nats_url
     fields) is set aside on the first pass, not retried; the entry beside it lands."""
     journal, metrics, nc = await _writer(nats_url, db_pool)
     try:
-        good = _end(_start(str(uuid.uuid4()), team, datetime.now(timezone.utc)), datetime.now(timezone.utc))
+        good = ended(call_start(str(uuid.uuid4()), team, datetime.now(timezone.utc)), datetime.now(timezone.utc))
         js = nc.jetstream()  # type: ignore[attr-defined]
         subjects = [f"toolproxy.journal.call.{uuid.uuid4()}" for _ in range(2)]
         await js.publish(subjects[0], b"not json")
@@ -311,7 +285,7 @@ async def test_listeners_hear_of_new_events_once_per_team_and_batch(db_pool, tea
     await listener.add_listener(CHANNEL, hear)
     try:
         other = f"{team}-b"
-        entries = [_end(_start(str(uuid.uuid4()), t_, datetime.now(timezone.utc)), datetime.now(timezone.utc))
+        entries = [ended(call_start(str(uuid.uuid4()), t_, datetime.now(timezone.utc)), datetime.now(timezone.utc))
                    for t_ in (team, team, other)]
         async with db_pool.acquire() as conn:
             await write_entries(conn, entries)
@@ -344,8 +318,8 @@ async def test_the_write_lag_is_observed_for_usage_records_only(db_pool, team) -
 async def _count_the_write_lag(nats_url: str, db_pool: asyncpg.Pool, team: str) -> None:
     journal, metrics, nc = await _writer(nats_url, db_pool)
     try:
-        start = _start(str(uuid.uuid4()), team, datetime.now(timezone.utc))
-        end = _end(start, datetime.now(timezone.utc))
+        start = call_start(str(uuid.uuid4()), team, datetime.now(timezone.utc))
+        end = ended(start, datetime.now(timezone.utc))
         assert dumps(start).startswith(b'{"usage":null')
         await journal.note(start)
         await journal.record(usage=end.usage, call=end.call, events=end.events, key=end.key)
@@ -371,8 +345,8 @@ async def test_the_writer_folds_a_call_whose_start_and_end_share_a_batch(db_pool
     journal = Journal(nc, db_pool, metrics, retry_delay_s=0.05)
     try:
         await journal.ensure()
-        start = _start(str(uuid.uuid4()), team, datetime.now(timezone.utc))
-        end = _end(start, datetime.now(timezone.utc))
+        start = call_start(str(uuid.uuid4()), team, datetime.now(timezone.utc))
+        end = ended(start, datetime.now(timezone.utc))
         await journal.note(start)
         await journal.record(usage=end.usage, call=end.call, events=end.events, key=end.key)
         await journal.start()
@@ -395,8 +369,8 @@ async def test_a_journal_without_its_writer_keeps_records_in_the_stream(db_pool,
     writer = Journal(nc, db_pool, Metrics(), retry_delay_s=0.05)
     try:
         await idle.start()
-        start = _start(str(uuid.uuid4()), team, datetime.now(timezone.utc))
-        end = _end(start, datetime.now(timezone.utc))
+        start = call_start(str(uuid.uuid4()), team, datetime.now(timezone.utc))
+        end = ended(start, datetime.now(timezone.utc))
         await idle.record(usage=end.usage, call=end.call, events=end.events, key=end.key)
         await asyncio.sleep(0.5)
         assert await db_pool.fetchval("SELECT count(*) FROM calls WHERE team_id = $1", team) == 0
@@ -425,7 +399,7 @@ async def test_a_call_only_in_the_stream_read_by_a_replica_off_the_bus_is_retrie
     try:
         await holder.start()
         t = datetime.now(timezone.utc)
-        end = _end(_start(str(uuid.uuid4()), team, t), t)
+        end = ended(call_start(str(uuid.uuid4()), team, t), t)
         await holder.record(usage=end.usage, call=end.call, events=end.events, key=end.key)
         read = await read_call_now(db_pool, reader, end.call.call_id, team)
         assert read is not None and read["status"] == "COMPLETED"
@@ -453,7 +427,7 @@ async def test_a_record_whose_caller_is_cancelled_is_made_durable_all_the_same(d
         await nc.close()  # from here on every record goes straight to Postgres
     try:
         t = datetime.now(timezone.utc)
-        ends = [_end(_start(str(uuid.uuid4()), team, t), t) for _ in range(12)]
+        ends = [ended(call_start(str(uuid.uuid4()), team, t), t) for _ in range(12)]
         cancelled: list[int] = []
         for turns, end in enumerate(ends, start=1):
             task = asyncio.ensure_future(journal.record(
