@@ -10,6 +10,9 @@ from pathlib import Path
 
 import orjson
 import pytest
+from pydantic import SecretStr
+
+from proxy.web.admin.keys import SECRET_BOX
 from services.upstreams.config import UpstreamSettings
 from tests.support.calls import bearer, invoke
 from tests.support.openapi_servers import serve_petstore
@@ -242,3 +245,24 @@ async def test_arguments_go_where_the_pinned_operation_puts_them(client, token, 
         assert sent["path"] == "/v1/pets?tags=a+b&tags=c%26d&limit=1" and sent["headers"]["X-Trace"] == "t-1"
         status, answer = await invoke(client, agent, f"{name}.get_pets", {"X-Trace": "a\u00e9"})
         assert status == 400 and answer["error"]["tool_code"] == "invalid_args", answer
+
+
+@pytest.mark.parametrize("route", ["/v1/admin/openapi", "/v1/admin/upstreams"])
+async def test_a_secret_the_box_cannot_seal_is_a_503_and_nothing_is_stored(client, token, route, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """No usable secrets key: registering an API with a secret answers 503 secrets_unavailable
+    and stores nothing, on both registration routes (they seal through one helper)."""
+    admin = token(agent="root", team="ops", role="admin")
+    box = client.app[SECRET_BOX]
+    monkeypatch.setattr(box, "_aead", None)
+    monkeypatch.setattr(box, "_configured", SecretStr("not a key"))
+    name = unique("sealed")
+    async with serve_petstore() as pets:
+        body = ({"name": name, "document": pets.document, "base_url": pets.base_url}
+                if route.endswith("openapi") else
+                {"name": name, "transport": "streamable_http", "url": f"{pets.base_url}/mcp"})
+        status, answer = await post(client, admin, route, {
+            **body, "secret_header": "X-Api-Key", "secret": "s3cret-key-1234"})
+    assert status == 503 and answer["error"]["code"] == "secrets_unavailable", answer
+    assert "s3cret-key-1234" not in orjson.dumps(answer).decode()
+    status, answer = await get(client, admin, f"/v1/admin/upstreams/{name}")
+    assert status == 404, answer

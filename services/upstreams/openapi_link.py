@@ -16,13 +16,13 @@ from infra.secret_box import SecretBox
 from services.netguard.errors import UpstreamUnreachable
 from services.netguard.fetch import Fetcher
 from services.netguard.guard import Guard
-from services.netguard.hosts import HostPattern, first_match
+from services.netguard.hosts import HostPattern
 from services.netguard.urls import parse_url
 from services.sdk.errors import InvalidArgs, ToolError, UpstreamTimeout
 from services.sdk.service import ToolResult
 from services.upstreams.config import UpstreamSettings
 from services.upstreams.errors import OpenApiRefused, UpstreamError, UpstreamUnavailable
-from services.upstreams.endpoints import token_source
+from services.upstreams.endpoints import admission, token_source
 from services.upstreams.link import Breaker
 from services.upstreams.oauth import TokenSource
 from services.upstreams.openapi_doc import MAX_DOCUMENT_BYTES, load, operations
@@ -30,17 +30,6 @@ from services.upstreams.store import Upstream, sealed_name
 
 RETRYABLE = frozenset({429, 502, 503, 504})
 REDACTED = "[redacted]"
-
-
-def admission(url: str, allowed: list[HostPattern]) -> tuple[list[HostPattern], bool]:
-    """The allowlist and internal_ok netguard admits `url` with: an operator's pattern
-    (TOOLPROXY_UPSTREAM_HOSTS) may name a non-public address; anything else must be public."""
-    target = parse_url(url)
-    pattern = first_match(allowed, target)
-    if pattern is not None:
-        return [pattern], True
-    return [HostPattern(host=target.host, wildcard=False, port=target.port, any_port=False,
-                        ip=target.ip)], False
 
 
 @dataclass(frozen=True, slots=True)

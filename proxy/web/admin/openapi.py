@@ -10,10 +10,8 @@ from typing import Any
 from aiohttp import web
 from pydantic import Field, model_validator
 
-from infra.secret_box import SecretUnavailable
 from proxy.web.admin.errors import (
     OpenApiRefused,
-    SecretsUnavailable,
     ToolNameTaken,
     UpstreamExists,
     UpstreamFailed,
@@ -87,15 +85,7 @@ async def register(request: web.Request) -> web.Response:
             found = await asyncio.to_thread(operations, document)
     except DocumentRefused as exc:
         raise OpenApiRefused(exc.code, str(exc)) from None
-    sealed = None
-    secret = (body.secret.get_secret_value() if body.secret is not None
-              else body.oauth.config().sealed_text() if body.oauth is not None else None)
-    if secret is not None:  # OAuth: sealed whole (token URL included), with no secret_header
-        box = request.app[SECRET_BOX]
-        try:
-            sealed = (box.seal(store.sealed_name(body.name), secret), box.key_id)
-        except SecretUnavailable as exc:
-            raise SecretsUnavailable(str(exc)) from None
+    sealed = body.sealed(request.app[SECRET_BOX], body.name)
     u = await store.insert(request.app[POOL], name=body.name, transport="openapi", url=body.base_url,
                            command=None, args=[], secret_header=body.secret_header, sealed=sealed,
                            timeout_ms=body.timeout_ms, max_concurrency=body.max_concurrency, by=by,

@@ -31,7 +31,7 @@ from proxy.web.admin.keys import SECRET_BOX, UPSTREAM_GUARD, UPSTREAM_SETTINGS
 from proxy.web.body import read_model
 from proxy.web.keys import CATALOG, NC, POOL, identity_of
 from proxy.web.responses import json_response
-from infra.secret_box import SecretUnavailable
+from infra.secret_box import SecretBox, SecretUnavailable
 from services.external_api.store import MAX_SECRET, header_problem, secret_problem
 from services.netguard.urls import MAX_URL_LENGTH
 from services.sdk import ToolError
@@ -98,6 +98,18 @@ class UpstreamCredentials(BaseModel):
         if self.secret is not None and (problem := secret_problem(self.secret.get_secret_value())):
             raise ValueError(problem)
         return self
+
+    def sealed(self, box: SecretBox, name: str) -> tuple[bytes, str] | None:
+        """The secret sealed for upstream `name` with the box's key id, or None without one;
+        OAuth credentials are sealed whole (token URL included), with no secret_header."""
+        secret = (self.secret.get_secret_value() if self.secret is not None
+                  else self.oauth.config().sealed_text() if self.oauth is not None else None)
+        if secret is None:
+            return None
+        try:
+            return box.seal(store.sealed_name(name), secret), box.key_id
+        except SecretUnavailable as exc:
+            raise SecretsUnavailable(str(exc)) from None
 
 
 class UpstreamBody(UpstreamCredentials):
@@ -169,15 +181,7 @@ async def register(request: web.Request) -> web.Response:
                                 settings.host_patterns())
             except ToolError as exc:
                 raise UrlNotAllowed(f"oauth.token_url: {exc.message}") from None
-    sealed = None
-    secret = (body.secret.get_secret_value() if body.secret is not None
-              else body.oauth.config().sealed_text() if body.oauth is not None else None)
-    if secret is not None:  # OAuth: sealed whole (token URL included), with no secret_header
-        box = request.app[SECRET_BOX]
-        try:
-            sealed = (box.seal(store.sealed_name(body.name), secret), box.key_id)
-        except SecretUnavailable as exc:
-            raise SecretsUnavailable(str(exc)) from None
+    sealed = body.sealed(request.app[SECRET_BOX], body.name)
     u = await store.insert(request.app[POOL], name=body.name, transport=body.transport,
                            url=body.url, command=body.command, args=body.args,
                            secret_header=body.secret_header, sealed=sealed,
