@@ -4,7 +4,6 @@ unhandled 500 at the publish (issue 34)."""
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -13,7 +12,6 @@ import pytest
 
 from infra.bus import close, connect
 from infra.embedded.nats import EmbeddedNats
-from infra.embedded.ports import free_port
 from infra.nats_inbox import Inbox
 from proxy.core.errors import CallTooLargeForBus
 from proxy.core.forward import CallMeta, forward
@@ -22,9 +20,9 @@ from proxy.metrics import Metrics
 from proxy.web import keys as appkeys
 from proxy.web.app import create_app
 from services.files import service as files_service
-from tests.support.bus_auth import TEST_CALL_KEY, admin_url, role_auth, suite_authorization
+from tests.support.bus_auth import TEST_CALL_KEY, role_auth
 from tests.support.calls import grant, invoke
-from tests.support.infra import scratch_dir
+from tests.support.infra import embedded_nats
 from wire.bounds import NATS_MAX_PAYLOAD
 
 pytestmark = pytest.mark.timeout(90)
@@ -33,17 +31,8 @@ SMALL = 64 * 1024
 
 @pytest.fixture(scope="module")
 async def small_bus() -> AsyncIterator[str]:
-    root = scratch_dir("toolproxy-test-small-nats-")
-    server = EmbeddedNats(root / "js", free_port(), max_payload=str(SMALL),
-                          authorization=suite_authorization(),
-                          client=role_auth("admin"))
-    server.start(root / "nats.log")
-    try:
-        await server.wait_ready()
-        yield admin_url(server.url)
-    finally:
-        server.stop()
-        shutil.rmtree(root, ignore_errors=True)
+    async with embedded_nats(max_payload=str(SMALL)) as url:
+        yield url
 
 
 @pytest.fixture

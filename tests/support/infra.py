@@ -84,12 +84,18 @@ async def nats_server() -> AsyncIterator[str]:
         with _nats_container() as url:
             yield url
         return
+    async with embedded_nats() as url:
+        yield url
+
+
+@contextlib.asynccontextmanager
+async def embedded_nats(**options: str) -> AsyncIterator[str]:
+    """An embedded nats-server with a user per kind of process, as `toolproxy up` runs it (the
+    whole suite goes through the bus's permissions); `options` are EmbeddedNats's (a
+    max_payload). The URL yielded is the admin's (the tests' own clients)."""
     root = scratch_dir("toolproxy-test-nats-")
-    # With a user per kind of process, as `toolproxy up` runs it: the whole suite goes
-    # through the bus's permissions. The URL yielded is the admin's (the tests' own clients).
-    server = EmbeddedNats(root / "js", free_port(),
-                          authorization=suite_authorization(),
-                          client=role_auth("admin"))
+    server = EmbeddedNats(root / "js", free_port(), authorization=suite_authorization(),
+                          client=role_auth("admin"), **options)
     server.start(root / "nats.log")
     try:
         await server.wait_ready()
