@@ -4,7 +4,6 @@ replayed by `toolproxy journal dead-letters` (admins only), and lands once repla
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import nats
@@ -17,16 +16,7 @@ from proxy.web.app import create_app
 from tests.support.calls import bearer
 from tests.support.cli_command import cli
 from tests.support.journal_entries import call_end
-
-
-async def _until(check, seconds: float = 20.0) -> bool:  # type: ignore[no-untyped-def]
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while loop.time() < deadline:
-        if await check():
-            return True
-        await asyncio.sleep(0.05)
-    return False
+from tests.support.waiting import until
 
 
 async def test_a_refused_record_is_kept_listed_and_replayed(
@@ -57,7 +47,7 @@ async def _refused_kept_listed_replayed(aiohttp_client, settings, db_pool, nats_
         async def set_aside() -> bool:  # (the session's journal may hold others' records too)
             letters = await journal.dead_letters.list(limit=1000)
             return any(refused.key.encode() in d.data for d in letters)
-        assert await _until(set_aside)
+        assert await until(set_aside, 20.0)
     finally:
         await journal.close()
         await nc.close()
@@ -89,7 +79,7 @@ async def _refused_kept_listed_replayed(aiohttp_client, settings, db_pool, nats_
 
     async def landed() -> bool:
         return await db_pool.fetchval("SELECT count(*) FROM usage_records WHERE team_id = $1", team) == 1
-    assert await _until(landed), "the replayed record did not land"
+    assert await until(landed, 20.0), "the replayed record did not land"
     assert await db_pool.fetchval("SELECT count(*) FROM calls WHERE team_id = $1", team) == 1
     r = await client.get("/v1/admin/journal/dead-letters", params={"limit": "1000"}, headers=admin)
     assert all(d["sequence"] != mine[0]["sequence"] for d in (await r.json())["dead_letters"])

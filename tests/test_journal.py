@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import inspect
 import uuid
 from datetime import datetime, timedelta, timezone
 
@@ -32,6 +31,7 @@ from proxy.metrics import Metrics
 from tests.support.calls import invoke
 from tests.support.infra import nats_server
 from tests.support.journal_entries import call_start, ended
+from tests.support.waiting import until
 
 
 def test_an_entry_reads_back_as_it_was_written() -> None:
@@ -139,19 +139,6 @@ def _sample(metrics: Metrics, name: str) -> float:
     return metrics.registry.get_sample_value(name) or 0.0
 
 
-async def _until(check, seconds: float = 10.0) -> None:  # type: ignore[no-untyped-def]
-    """Poll `check` (a function, or a coroutine function) until it holds or time is up."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while loop.time() < deadline:
-        done = check()
-        if inspect.isawaitable(done):
-            done = await done
-        if done:
-            return
-        await asyncio.sleep(0.05)
-
-
 async def test_postgres_starting_up_never_costs_a_record(db_pool, nats_url, team) -> None:
     """Every delivery meets Postgres starting up, more than _POISON_AFTER times: the record
     still lands (it once was set aside as if Postgres had refused it)."""
@@ -163,7 +150,7 @@ async def test_postgres_starting_up_never_costs_a_record(db_pool, nats_url, team
 
         async def landed() -> bool:
             return await db_pool.fetchval("SELECT count(*) FROM usage_records WHERE team_id = $1", team) == 1
-        await _until(landed)
+        await until(landed)
         assert await landed() and pool.failures == 0
         assert _sample(metrics, "toolproxy_journal_dead_letters_total") == 0
     finally:
@@ -185,7 +172,7 @@ async def test_a_record_postgres_keeps_refusing_is_set_aside(db_pool, nats_url, 
 
         async def set_aside() -> bool:
             return _sample(metrics, "toolproxy_journal_dead_letters_total") == 1
-        await _until(set_aside)
+        await until(set_aside)
         assert await set_aside()
         ids = {str(r["call_id"]) for r in await db_pool.fetch(
             "SELECT call_id FROM usage_records WHERE team_id = $1", team)}
@@ -216,7 +203,7 @@ async def test_postgres_going_away_during_the_one_by_one_pass_loses_nothing(db_p
         async def settled() -> bool:
             return _sample(metrics, "toolproxy_journal_dead_letters_total") == 1 and await db_pool.fetchval(
                 "SELECT count(*) FROM usage_records WHERE team_id = $1", team) == 1
-        await _until(settled)
+        await until(settled)
         assert await settled() and pool.acquired > 2
         assert await db_pool.fetchval("SELECT call_id::text FROM usage_records WHERE team_id = $1", team) == good.key
     finally:
@@ -264,7 +251,7 @@ async def test_a_message_that_is_no_entry_is_set_aside_at_once(db_pool, nats_url
                     pass
             return await db_pool.fetchval("SELECT count(*) FROM usage_records WHERE team_id = $1",
                                           team) == 1
-        await _until(gone)
+        await until(gone)
         assert await gone()
         assert await db_pool.fetchval("SELECT call_id::text FROM usage_records WHERE team_id = $1",
                                       team) == good.key
@@ -289,7 +276,7 @@ async def test_listeners_hear_of_new_events_once_per_team_and_batch(db_pool, tea
                    for t_ in (team, team, other)]
         async with db_pool.acquire() as conn:
             await write_entries(conn, entries)
-            await _until(lambda: len(heard) >= 2, 5.0)
+            await until(lambda: len(heard) >= 2, 5.0)
             assert sorted(heard) == sorted([team, other])
             await write_entries(conn, entries)  # nothing new
             await asyncio.sleep(0.3)
@@ -327,8 +314,8 @@ async def _count_the_write_lag(nats_url: str, db_pool: asyncpg.Pool, team: str) 
         async def written() -> bool:
             return await db_pool.fetchval("SELECT count(*) FROM calls WHERE team_id = $1 AND "
                                           "status = 'COMPLETED'", team) == 1
-        await _until(written)
-        await _until(lambda: _sample(metrics, "toolproxy_usage_write_lag_seconds_count") >= 1)
+        await until(written)
+        await until(lambda: _sample(metrics, "toolproxy_usage_write_lag_seconds_count") >= 1)
         await asyncio.sleep(0.2)
         assert _sample(metrics, "toolproxy_usage_write_lag_seconds_count") == 1
     finally:
@@ -351,7 +338,7 @@ async def test_the_writer_folds_a_call_whose_start_and_end_share_a_batch(db_pool
         await journal.record(usage=end.usage, call=end.call, events=end.events, key=end.key)
         await journal.start()
         written = _one_usage_row(db_pool, team)
-        await _until(written)
+        await until(written)
         assert await written()
         assert await db_pool.fetchval("SELECT status FROM calls WHERE team_id = $1", team) == "COMPLETED"
         assert await db_pool.fetchval("SELECT count(*) FROM events WHERE team_id = $1", team) == 3
@@ -378,7 +365,7 @@ async def test_a_journal_without_its_writer_keeps_records_in_the_stream(db_pool,
         assert held is not None and held.status == "COMPLETED"
         await writer.start()  # the same connection, now with a writer
         written = _one_usage_row(db_pool, team)
-        await _until(written)
+        await until(written)
         assert await written()
         assert await db_pool.fetchval("SELECT count(*) FROM events WHERE team_id = $1", team) == 3
     finally:

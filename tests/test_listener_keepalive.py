@@ -5,7 +5,6 @@ that cannot come."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from urllib.parse import urlsplit
@@ -13,14 +12,7 @@ from urllib.parse import urlsplit
 from infra.pg_listener import Listener
 from infra.wakeups import POLL_S, TeamWakeups
 from tests.support.tcp_relay import TcpRelay
-
-
-async def _until(check, seconds: float) -> None:  # type: ignore[no-untyped-def]
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while not check():
-        assert loop.time() < deadline, "not within the bound"
-        await asyncio.sleep(0.05)
+from tests.support.waiting import until
 
 
 async def test_a_silent_listen_connection_is_replaced_and_readers_poll_meanwhile(database_url, db_pool) -> None:
@@ -38,22 +30,22 @@ async def test_a_silent_listen_connection_is_replaced_and_readers_poll_meanwhile
         await listener.subscribe(channel, heard.append, on_reconnect=lambda: reconnects.append(time.monotonic()))
         await hub.start()
         await db_pool.execute("SELECT pg_notify($1, 'before')", channel)
-        await _until(lambda: "before" in heard, 5)
+        assert await until(lambda: "before" in heard, 5), "not within the bound"
         assert listener.healthy
 
         relay.pause()
         paused_at = time.monotonic()
-        await _until(lambda: not listener.healthy, 3)
+        assert await until(lambda: not listener.healthy, 3), "not within the bound"
         # A reader does not wait for a notification that cannot come: it reads again soon.
         t0 = time.monotonic()
         await hub.wait(hub.ticket("team-x"), timeout=30)
         assert time.monotonic() - t0 <= POLL_S + 0.5
 
         relay.resume()
-        await _until(lambda: bool(reconnects) and listener.healthy, 10)
+        assert await until(lambda: bool(reconnects) and listener.healthy, 10), "not within the bound"
         assert reconnects[0] > paused_at
         await db_pool.execute("SELECT pg_notify($1, 'after')", channel)
-        await _until(lambda: "after" in heard, 5)
+        assert await until(lambda: "after" in heard, 5), "not within the bound"
     finally:
         relay.resume()
         await hub.close()

@@ -4,7 +4,6 @@ nothing is dead-lettered for it. On a Postgres pair of its own (primary + stream
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime, timezone
@@ -17,6 +16,7 @@ from proxy.metrics import Metrics
 from proxy.records.journal import Journal
 from tests.support.journal_entries import call_end
 from tests.support.pg_cluster import PgPair
+from tests.support.waiting import until
 
 
 @pytest.fixture(scope="module")
@@ -54,16 +54,6 @@ def _sample(metrics: Metrics, name: str) -> float:
     return metrics.registry.get_sample_value(name) or 0.0
 
 
-async def _until(check, seconds: float = 15.0) -> bool:  # type: ignore[no-untyped-def]
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + seconds
-    while loop.time() < deadline:
-        if await check():
-            return True
-        await asyncio.sleep(0.05)
-    return False
-
-
 async def test_a_primary_turned_read_only_loses_no_record(pair: PgPair, nats_url: str) -> None:
     """The issue's finding, reproduced: ALTER SYSTEM SET default_transaction_read_only = on +
     pg_reload_conf(); three calls recorded meanwhile. They were dead-lettered after five
@@ -83,13 +73,13 @@ async def test_a_primary_turned_read_only_loses_no_record(pair: PgPair, nats_url
 
         async def refused_many_times() -> bool:  # far past the five refusals that set one aside
             return _sample(metrics, "toolproxy_usage_write_errors_total") >= 15
-        assert await _until(refused_many_times)
+        assert await until(refused_many_times, 15.0)
         await pair.read_only(pair.primary, False)
 
         async def landed() -> bool:
             return await pair.count(pair.primary, "SELECT count(*) FROM usage_records WHERE team_id = $1",
                                     team) == 3
-        assert await _until(landed), "records lost while Postgres answered read-only"
+        assert await until(landed, 15.0), "records lost while Postgres answered read-only"
         assert await pair.count(pair.primary, "SELECT count(*) FROM calls WHERE team_id = $1", team) == 3
         assert _sample(metrics, "toolproxy_journal_dead_letters_total") == 0
         assert await journal.dead_letters.count() == 0
@@ -119,7 +109,7 @@ async def test_the_writer_finds_the_new_primary_when_the_old_one_answers_read_on
         async def on_primary() -> bool:
             return await pair.count(pair.primary, "SELECT count(*) FROM usage_records WHERE team_id = $1",
                                     team) == 1
-        assert await _until(on_primary)
+        assert await until(on_primary, 15.0)
         await standby.promote()
         await pair.read_only(pair.primary, True)
         ends = [call_end(team) for _ in range(3)]
@@ -129,7 +119,7 @@ async def test_the_writer_finds_the_new_primary_when_the_old_one_answers_read_on
         async def on_new_primary() -> bool:
             return await pair.count(standby, "SELECT count(*) FROM usage_records WHERE team_id = $1",
                                     team) == 4
-        assert await _until(on_new_primary), "the writer stayed on the read-only server"
+        assert await until(on_new_primary, 15.0), "the writer stayed on the read-only server"
         assert _sample(metrics, "toolproxy_journal_dead_letters_total") == 0
         assert await pair.count(pair.primary, "SELECT count(*) FROM usage_records WHERE team_id = $1",
                                 team) == 1
@@ -160,13 +150,13 @@ async def test_an_unknown_column_holds_records_back_instead_of_setting_them_asid
 
         async def refused_many_times() -> bool:
             return _sample(metrics, "toolproxy_usage_write_errors_total") >= 12
-        assert await _until(refused_many_times)
+        assert await until(refused_many_times, 15.0)
         await _execute(pair, "ALTER TABLE usage_records RENAME COLUMN latency_ms_moved TO latency_ms")
 
         async def landed() -> bool:
             return await pair.count(pair.primary, "SELECT count(*) FROM usage_records WHERE team_id = $1",
                                     team) == 2
-        assert await _until(landed)
+        assert await until(landed, 15.0)
         assert _sample(metrics, "toolproxy_journal_dead_letters_total") == 0
     finally:
         await journal.close()
@@ -210,7 +200,7 @@ async def test_any_pool_follows_the_primary_after_a_read_only_answer(pair: PgPai
             except asyncpg.exceptions.ReadOnlySQLTransactionError:
                 return False
             return True
-        assert await _until(written, 5.0)
+        assert await until(written, 5.0)
         assert await pair.count(standby, "SELECT count(*) FROM pg_tables WHERE tablename = 'follow_me'") == 1
     finally:
         await pool.close()

@@ -4,13 +4,13 @@ reconnect, a failure and a close each do."""
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from collections.abc import AsyncIterator
 
 import pytest
 
 from infra.pg_listener import Listener
+from tests.support.waiting import until
 
 
 @pytest.fixture
@@ -26,13 +26,6 @@ async def listener(database_url: str) -> AsyncIterator[Listener]:
 @pytest.fixture
 def channel() -> str:
     return f"test_follow_{uuid.uuid4().hex[:10]}"
-
-
-async def _until(check, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.01)
 
 
 class Reloads:
@@ -62,7 +55,7 @@ async def test_a_notification_without_a_handler_asks_for_a_reload(listener, chan
     try:
         assert reloads.count == 1
         await db_pool.execute("SELECT pg_notify($1, 'x')", channel)
-        await _until(lambda: reloads.count == 2)
+        assert await until(lambda: reloads.count == 2, 5.0, every=0.01), "timed out"
         assert reloads.asked == [True]  # recorded from the second: the first ran inside follow()
     finally:
         await follower.close()
@@ -74,12 +67,12 @@ async def test_asks_during_a_reload_make_one_more_not_one_each(listener, channel
     try:
         reloads.gate = asyncio.Event()
         await db_pool.execute("SELECT pg_notify($1, 'x')", channel)
-        await _until(lambda: reloads.count == 1)  # held
+        assert await until(lambda: reloads.count == 1, 5.0, every=0.01), "timed out"  # held
         for n in range(5):
             await db_pool.execute("SELECT pg_notify($1, $2)", channel, str(n))
         await asyncio.sleep(0.2)
         reloads.gate.set()
-        await _until(lambda: reloads.count == 2)
+        assert await until(lambda: reloads.count == 2, 5.0, every=0.01), "timed out"
         await asyncio.sleep(0.2)
         assert reloads.count == 2
     finally:
@@ -92,7 +85,7 @@ async def test_a_failed_reload_is_tried_again_as_asked(listener, channel, db_poo
     try:
         reloads.failures = 1
         await db_pool.execute("SELECT pg_notify($1, 'x')", channel)
-        await _until(lambda: reloads.count == 2)
+        assert await until(lambda: reloads.count == 2, 5.0, every=0.01), "timed out"
         assert reloads.asked == [True, True]
     finally:
         await follower.close()
@@ -102,7 +95,7 @@ async def test_the_periodic_reload_is_not_asked(listener, channel) -> None:
     reloads = Reloads()
     follower = reloads.follower = await listener.follow(channel, reload=reloads, every_s=0.05)
     try:
-        await _until(lambda: reloads.count >= 2)
+        assert await until(lambda: reloads.count >= 2, 5.0, every=0.01), "timed out"
         assert set(reloads.asked) == {False}
     finally:
         await follower.close()
@@ -116,10 +109,10 @@ async def test_a_reconnect_asks_for_a_reload(listener, channel, db_pool) -> None
             """SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
                WHERE query LIKE $1 AND pid <> pg_backend_pid()""", f"%{channel}%")
         assert killed == 1
-        await _until(lambda: reloads.count == 1)
+        assert await until(lambda: reloads.count == 1, 5.0, every=0.01), "timed out"
         assert reloads.asked == [True]
         await db_pool.execute("SELECT pg_notify($1, 'x')", channel)  # heard on the new connection
-        await _until(lambda: reloads.count == 2)
+        assert await until(lambda: reloads.count == 2, 5.0, every=0.01), "timed out"
     finally:
         await follower.close()
 
@@ -150,7 +143,7 @@ async def test_a_failed_handler_asks_for_a_full_reload(listener, channel, db_poo
     follower = await listener.follow(channel, handle, reload=reloads)
     try:
         await db_pool.execute("SELECT pg_notify($1, 'team')", channel)
-        await _until(lambda: reloads.count == 1)
+        assert await until(lambda: reloads.count == 1, 5.0, every=0.01), "timed out"
     finally:
         await follower.close()
 

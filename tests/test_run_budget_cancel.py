@@ -4,7 +4,6 @@ recorded, when a client disconnects mid-admission; a fixed price is charged with
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -14,6 +13,7 @@ from proxy.core.run_budget import BUCKET as RUNS
 from proxy.web import keys as appkeys
 from proxy.web.admin import keys as admin_keys
 from tests.support.calls import bearer, grant, invoke
+from tests.support.waiting import until
 
 MAX_CALLS = 3
 PRICE = 0.00002  # `math`'s fixed price per call (services/math/manifests.py)
@@ -43,13 +43,6 @@ async def _disconnect_at(client, tok: str, run_id: str, reached: asyncio.Event) 
         await session.close()
 
 
-async def _until(probe: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not await probe() and loop.time() < deadline:
-        await asyncio.sleep(0.05)
-
-
 async def _usage_cost(db_pool, run_id: str) -> float:
     return float(await db_pool.fetchval(
         "SELECT coalesce(sum(cost_1t), 0) FROM usage_records WHERE agent_run_id = $1", run_id))
@@ -66,7 +59,7 @@ async def _budget_matches_the_calls(client, tok: str, run_id: str, db_pool) -> N
         return (run["used"]["calls"] == 2 and len(rows) == 3
                 and run["used"]["cost_1t"] == pytest.approx(await _usage_cost(db_pool, run_id)))
 
-    await _until(settled)
+    await until(settled)
     r = await client.get(f"/v1/runs/{run_id}", headers=bearer(tok))
     run = await r.json()
     rows = await db_pool.fetch("SELECT status, started_at FROM calls WHERE agent_run_id = $1", run_id)
@@ -127,7 +120,7 @@ async def test_a_call_cancelled_while_its_count_is_on_its_way(client, token, tea
         return await db_pool.fetchval(
             "SELECT count(*) FROM calls WHERE agent_run_id = $1 AND status = 'CANCELLED'", run_id) == 1
 
-    await _until(recorded, timeout=5.0)
+    await until(recorded, 5.0)
     monkeypatch.setattr(store, "_apply", real_apply)
     go.set()
     await _budget_matches_the_calls(client, tok, run_id, db_pool)
@@ -147,7 +140,7 @@ async def test_a_fixed_price_is_charged_with_the_count(client, token, team, db_p
         before = (await budgets._js.stream_info(f"KV_{RUNS}")).state.last_seq
         status, body = await invoke(client, tok, "math", {"expr": f"{i}+1"}, context={"agent_run_id": run_id})
         assert status == 200, body
-        await _until(lambda: _none_settling(budgets))  # anything the call left to write, written
+        await until(lambda: _none_settling(budgets))  # anything the call left to write, written
         writes.append((await budgets._js.stream_info(f"KV_{RUNS}")).state.last_seq - before)
     assert writes == [1, 1]  # one write per call: its count and its price together
     status, body = await invoke(client, tok, "math", {"expr": "3+1"}, context={"agent_run_id": run_id})
@@ -158,7 +151,7 @@ async def test_a_fixed_price_is_charged_with_the_count(client, token, team, db_p
     async def written() -> bool:
         return await _usage_cost(db_pool, run_id) == pytest.approx(2 * PRICE)
 
-    await _until(written)
+    await until(written)
     assert await written()
 
 
@@ -180,7 +173,7 @@ async def test_the_metered_part_is_added_when_the_tool_answers_and_no_answer_cos
         rows = await db_pool.fetchval("SELECT count(*) FROM usage_records WHERE agent_run_id = $1", run_id)
         return rows == 2 and await _none_settling(budgets)
 
-    await _until(settled)
+    await until(settled)
     run = await (await client.get(f"/v1/runs/{run_id}", headers=bearer(tok))).json()
     assert run["used"]["calls"] == 2 and run["used"]["tokens"] == 10, run
     assert run["used"]["cost_1t"] == pytest.approx(await _usage_cost(db_pool, run_id)) == pytest.approx(1.1), run
