@@ -135,7 +135,7 @@ class Logical:
     call_id: str | None = None
     read_back: int | None = None  # GET /v1/calls/{id} right after a 200
     read_back_at: float = 0.0
-    read_back_retried: int = 0  # 503s (never a 404) before the read-back's answer
+    read_back_retried: int = 0  # 503s, or the balancer's 502s (never a 404), before its answer
 
 
 @dataclass
@@ -228,7 +228,10 @@ class KeyedLoad:
                     call.read_back = r.status
                     await r.read()
                     retry_after = float(r.headers.get("Retry-After", "1"))
-                if call.read_back != 503:
+                    # The balancer's own 502/504 (not JSON: the replica it picked was just
+                    # killed, before its check took it out) is no proxy's answer: asked again.
+                    balancer = r.status in (502, 504) and r.content_type != "application/json"
+                if call.read_back != 503 and not balancer:
                     break
                 call.read_back_retried += 1
                 await asyncio.sleep(min(retry_after, 1.0))
@@ -284,6 +287,9 @@ class KeyedLoad:
             "usage_doubled": sum(1 for n in ids.values() if n > 1),
             "rollup_completed": int(rollup),
             "usage_completed": len(recorded_completed),
+            # Answered 200 but on record with another status (what a mismatch above was).
+            "completed_recorded_as": dict(Counter(r["status"] for r in rows if r["id"] in completed
+                                                  and r["status"] != "COMPLETED")),
             "ran_twice": sum(1 for n in runs.values() if n > 1),
             "completed_not_run_once": sum(
                 1 for c in self.calls if c.status == 200 and run_ids.get(c.say) != [c.call_id]),
