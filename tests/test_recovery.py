@@ -7,14 +7,25 @@ import asyncio
 import signal
 import uuid
 
-import aiohttp
+import dataclasses
+from datetime import datetime, timedelta, timezone
 
+import aiohttp
+import nats
+
+from proxy.core.housekeeping import Housekeeping
+from proxy.core.idempotency import IdempotencyStore
+from proxy.metrics import Metrics
+from proxy.records.batch_write import write_entries
+from proxy.records.journal import Journal
 from proxy.web import keys as appkeys
 from proxy.web.app import create_app
+from proxy.web.native import http_status
 from tests.support import fixture_services
 from tests.support.calls import bearer, invoke
+from tests.support.journal_entries import call_start, ended
 from tests.support.settings import TEST_SECRET
-from tests.support.infra import ProxyProcess
+from tests.support.infra import ProxyProcess, embedded_nats
 
 
 async def test_sigkilled_replica_calls_are_resolved(
@@ -71,3 +82,42 @@ async def test_sigkilled_replica_calls_are_resolved(
     assert r.status == 200 and (await r.json())["status"] == "FAILED"
     rows = await db_pool.fetch("SELECT status, error_code FROM usage_records WHERE call_id = $1", uuid.UUID(call_id))
     assert [(r["status"], r["error_code"]) for r in rows] == [("FAILED", "proxy_lost")]
+
+
+async def test_a_call_whose_ending_waits_in_the_stream_is_not_resolved_lost(client, db_pool, team) -> None:
+    """A replica killed while its journal writer held a batch unacknowledged: the stream gives
+    that batch back only after the consumer's ack wait, and meanwhile the call's row is RUNNING
+    with a dead owner, past its deadline. The client may have had its 200, so housekeeping
+    leaves the row to that ending; a call with no ending anywhere is resolved lost."""
+    long_ago = datetime.now(timezone.utc) - timedelta(minutes=5)
+    waiting, lost = (call_start(str(uuid.uuid4()), team, long_ago) for _ in range(2))
+    waiting, lost = (dataclasses.replace(e, call=dataclasses.replace(e.call, owner=f"dead-{uuid.uuid4().hex[:6]}"))
+                     for e in (waiting, lost))
+    async with db_pool.acquire() as conn:
+        await write_entries(conn, [waiting, lost])
+    # The stream that holds the ending: a bus of its own, so no writer drains it meanwhile.
+    async with embedded_nats() as url:
+        nc = await nats.connect(url)
+        journal = Journal(nc, db_pool, Metrics(), writer=False)
+        try:
+            await journal.start()
+            end = ended(waiting, long_ago + timedelta(seconds=1))
+            await journal.record(usage=end.usage, call=end.call, events=end.events, key=end.key)
+            keeper = Housekeeping(pool=db_pool, journal=journal, catalog=client.app[appkeys.CATALOG],
+                                  idempotency=IdempotencyStore(nc, ttl=timedelta(hours=1)), http_status=http_status,
+                                  events_retention_days=30, every_s=3600, lost_after_s=1)
+            await keeper.recover_lost_calls()
+            rows = {str(r["call_id"]): r["status"] for r in await db_pool.fetch(
+                "SELECT call_id, status FROM calls WHERE team_id = $1", team)}
+            assert rows == {waiting.call.call_id: "RUNNING", lost.call.call_id: "FAILED"}
+
+            await nc.close()  # a stream that cannot be asked: nothing is resolved either
+            async with db_pool.acquire() as conn:
+                await write_entries(conn, [dataclasses.replace(lost, call=dataclasses.replace(
+                    lost.call, call_id=str(uuid.uuid4())), key=f"{uuid.uuid4()}:start")])
+            await keeper.recover_lost_calls()
+            assert await db_pool.fetchval("SELECT count(*) FROM calls WHERE team_id = $1 AND status = 'RUNNING'",
+                                          team) == 2
+        finally:
+            await journal.close()
+            await nc.close()

@@ -18,7 +18,7 @@ from proxy.core.idempotency import IdempotencyStore
 from proxy.core.outcome import HttpStatusOf, Outcome, response_body
 from infra.lifecycle import cancel_and_wait
 from proxy.records.events import delete_older_than, event
-from proxy.records.calls import CallRecord
+from proxy.records.calls import TERMINAL, CallRecord
 from proxy.records.journal import Journal
 from proxy.records.usage import UsageRecord
 
@@ -85,6 +85,8 @@ class Housekeeping:
         resolved = 0
         body_stub = response_body(LOST)  # its ids are the row's own (below)
         for c in candidates:
+            if not await self._ended_nowhere_else(str(c["call_id"])):
+                continue
             row = await pool.fetchrow(
                 """UPDATE calls SET status = 'FAILED', http_status = $4, finished_at = now(),
                                     diagnostic = $2,
@@ -101,6 +103,21 @@ class Housekeeping:
         if resolved:
             log.warning("lost_calls_resolved", count=resolved)
         return resolved
+
+    async def _ended_nowhere_else(self, call_id: str) -> bool:
+        """Whether the journal stream holds no ending for the call. A replica killed while its
+        writer held a batch unacknowledged leaves the call's ending in the stream until it is
+        redelivered (the consumer's ack wait); the client may have had its answer, so the row
+        must wait for that ending rather than be resolved lost. A stream that cannot be asked
+        answers False: the next round asks again."""
+        if not self.journal.connected:
+            return False
+        try:
+            record = await self.journal.call_record(call_id)
+        except Exception as exc:
+            log.warning("lost_call_check_failed", call_id=call_id, error=str(exc) or type(exc).__name__)
+            return False
+        return record is None or record.status not in TERMINAL
 
     async def _account(self, row: Any) -> None:
         call_id = str(row["call_id"])
