@@ -22,7 +22,7 @@ class NatsAuthError(ValueError):
 @dataclass(frozen=True, slots=True)
 class NatsAuth:
     """User and password (the server's `authorization` users), or a credentials file (an NKey
-    seed or a decentralised-auth `.creds`; nats-py needs the `nkeys` package for those), and
+    seed or a decentralised-auth `.creds`, signed with the `nkeys` package), and
     TLS when the operator gives certificates. Empty: connect without credentials."""
 
     user: str | None = None
