@@ -239,3 +239,44 @@ def test_images_are_named_once_and_third_party_ones_by_digest(layout: str) -> No
             if name == "registry.example.com/toolproxy":
                 continue
             assert "@sha256:" in image or name in not_yet_pinned, (where, image)
+
+
+def _required_secret_keys(docs: tuple[dict[str, Any], ...]) -> set[str]:
+    """Every key of `toolproxy-secrets` a container reads without `optional: true`."""
+    keys = set()
+    for _, spec in pod_specs(docs):
+        for c in list(spec["containers"]) + list(spec.get("initContainers", [])):
+            for e in c.get("env", []):
+                ref = e.get("valueFrom", {}).get("secretKeyRef")
+                if ref and ref["name"] == "toolproxy-secrets" and not ref.get("optional"):
+                    keys.add(ref["key"])
+    return keys
+
+
+@needs_kubectl
+@pytest.mark.parametrize("layout", OVERLAYS)
+def test_the_readmes_secret_recipe_and_the_example_hold_every_key_the_pods_need(layout: str) -> None:
+    """Following deploy/README.md's steps, no pod waits on a key the Secret lacks
+    (CreateContainerConfigError): its recipe is compose_env.py's fresh secrets plus the lines
+    it appends; secret.example.yaml lists the same keys."""
+    import re
+    import sys
+
+    import yaml
+
+    sys.path.insert(0, str(ROOT / "deploy"))
+    try:
+        import compose_env
+    finally:
+        sys.path.remove(str(ROOT / "deploy"))
+    needed = _required_secret_keys(render(layout))
+    assert {"TOOLPROXY_DATABASE_URL", "TOOLPROXY_NATS_PROXY_PASSWORD", "TOOLPROXY_CALL_CONTEXT_KEY"} <= needed
+    readme = (ROOT / "deploy" / "README.md").read_text()
+    recipe = re.search(r"python3 \S*compose_env\.py secrets\.env\ncat >> secrets\.env <<'END'\n(.*?)\nEND\n"
+                       r"kubectl -n toolproxy create secret generic toolproxy-secrets --from-env-file=secrets\.env",
+                       readme, re.S)
+    assert recipe is not None, "deploy/README.md no longer makes the Secret from compose_env.py's file"
+    appended = {line.split("=", 1)[0] for line in recipe.group(1).splitlines()}
+    assert needed - (set(compose_env.values()) | appended) == set()
+    example = yaml.safe_load((ROOT / "deploy" / "k8s" / "secret.example.yaml").read_text())
+    assert needed - set(example["stringData"]) == set()
