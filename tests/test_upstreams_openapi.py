@@ -6,6 +6,7 @@ served by a small local server implementing three of its operations."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import orjson
@@ -266,3 +267,36 @@ async def test_a_secret_the_box_cannot_seal_is_a_503_and_nothing_is_stored(clien
     assert "s3cret-key-1234" not in orjson.dumps(answer).decode()
     status, answer = await get(client, admin, f"/v1/admin/upstreams/{name}")
     assert status == 404, answer
+
+
+async def test_a_service_gets_at_most_its_max_concurrency_from_a_replica(up_settings) -> None:  # type: ignore[no-untyped-def]
+    """`max_concurrency` (registration) bounds the requests in flight from one bridge replica:
+    a call beyond it waits for a slot until its deadline, then ends upstream_timeout without
+    reaching the service, and without counting against the service's breaker."""
+    from services.netguard.fetch import Fetcher
+    from services.netguard.guard import Guard
+    from services.netguard.resolver import SystemResolver
+    from services.sdk.errors import UpstreamTimeout
+    from services.upstreams.link import Breaker
+    from services.upstreams.openapi_link import OpenApiEndpoint, OpenApiLink
+    from tests.support.waiting import until
+
+    pinned = {"annotations": {"openapi": {"method": "GET", "path": "/pets", "parameters": []}}}
+    async with serve_petstore() as pets:
+        ep = OpenApiEndpoint(name="pets", base_url=pets.base_url, document_url=None, document=None,
+                             headers=None, timeout_s=5.0, max_bytes=1 << 20, max_concurrency=1)
+        link = OpenApiLink(ep, Fetcher(Guard(SystemResolver()), user_agent="t"), up_settings.host_patterns(),
+                           Breaker(1, 30.0))
+        try:
+            pets.mode = "slow"
+            held = asyncio.create_task(link.call(pinned, {}, 5.0))
+            assert await until(lambda: pets.waiting == 1, 5.0), "the first call never reached the service"
+            with pytest.raises(UpstreamTimeout, match="concurrency bound"):
+                await link.call(pinned, {}, 0.3)
+            assert pets.waiting == 1 and link.healthy  # never sent; the breaker (1 failure) still shut
+            pets.released.set()
+            assert (await held).output["status"] == 200
+            pets.mode = None
+            assert (await link.call(pinned, {}, 5.0)).output["status"] == 200  # the slot came back
+        finally:
+            await link.close()

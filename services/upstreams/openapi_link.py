@@ -42,6 +42,7 @@ class OpenApiEndpoint:
     timeout_s: float
     max_bytes: int
     tokens: TokenSource | None = None  # OAuth client credentials: each call carries its token
+    max_concurrency: int = 8  # requests in flight to the service from this bridge replica
 
 
 class OpenApiLink:
@@ -54,6 +55,7 @@ class OpenApiLink:
                  breaker: Breaker | None = None) -> None:
         self.endpoint, self._fetcher, self._allowed = endpoint, fetcher, allowed
         self.breaker = breaker or Breaker(5, 10.0)
+        self._slots = asyncio.Semaphore(endpoint.max_concurrency)
 
     @property
     def healthy(self) -> bool:
@@ -99,11 +101,21 @@ class OpenApiLink:
         """The pinned operation (method, path, parameters' places), never the current document's."""
         if self.breaker.open:
             raise UpstreamUnavailable(f"{self.endpoint.name} failed repeatedly; its breaker is open")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        try:  # waiting for a slot is this replica's bound, not the service failing: no breaker
+            async with asyncio.timeout(timeout_s):
+                await self._slots.acquire()
+        except TimeoutError:
+            raise UpstreamTimeout(f"{self.endpoint.name} is at its concurrency bound "
+                                  f"({self.endpoint.max_concurrency})") from None
         try:
-            result = await self._call(pinned, args, timeout_s)
+            result = await self._call(pinned, args, max(deadline - loop.time(), 0.0))
         except (UpstreamUnavailable, UpstreamTimeout):
             self.breaker.failure()
             raise
+        finally:
+            self._slots.release()
         self.breaker.success()
         return result
 
@@ -193,6 +205,6 @@ def openapi_link(u: Upstream, settings: UpstreamSettings, box: SecretBox, guard:
     ep = OpenApiEndpoint(name=u.name, base_url=u.url, document_url=u.document_url,
                          document=u.document, headers=headers, timeout_s=u.timeout_ms / 1000,
                          max_bytes=settings.upstream_max_result_bytes,
-                         tokens=token_source(u, settings, box, guard))
+                         tokens=token_source(u, settings, box, guard), max_concurrency=u.max_concurrency)
     return OpenApiLink(ep, Fetcher(guard, user_agent="toolproxy-openapi/1.0"), settings.host_patterns(),
                        Breaker(settings.upstream_breaker_failures, settings.upstream_breaker_open_s))

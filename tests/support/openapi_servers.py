@@ -27,6 +27,7 @@ class Petstore:
     # (to /v1/pets/1), "big" (3 MiB of JSON), "echo" (a 400 repeating the request's headers).
     mode: str | None = None
     released: asyncio.Event = field(default_factory=asyncio.Event)
+    waiting: int = 0  # "slow" requests arrived and not yet released
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -47,7 +48,11 @@ class Petstore:
 
         async def slow(request: web.Request) -> web.Response | None:
             if self.mode == "slow":
-                await self.released.wait()
+                self.waiting += 1
+                try:
+                    await self.released.wait()
+                finally:
+                    self.waiting -= 1
             return record(request)
 
         async def document(request: web.Request) -> web.Response:
