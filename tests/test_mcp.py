@@ -295,6 +295,11 @@ async def test_stateless_era_checks_its_envelope(client, token, team) -> None:
     status, body, _ = await raw(client, tok, future, **{**ok, "MCP-Protocol-Version": "2099-01-01"})
     assert status == 400 and body["error"]["code"] == -32022
     assert MODERN in body["error"]["data"]["supported"]
+    # The list depends on who asks (policy-filtered): never marked publicly cacheable.
+    listing = {"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {"_meta": meta}}
+    status, body, _ = await raw(client, tok, listing, **{"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/list"})
+    assert status == 200 and (body["result"]["cacheScope"], body["result"]["ttlMs"]) == ("private", 0), body
+    assert "math" in {t["name"] for t in body["result"]["tools"]}
     ping = {"jsonrpc": "2.0", "id": 8, "method": "ping", "params": {"_meta": meta}}
     status, body, _ = await raw(client, tok, ping, **{**ok, "Mcp-Method": "ping"})
     assert status == 404 and body["error"]["code"] == -32601  # no ping at this revision
