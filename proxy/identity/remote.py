@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 from jwt import PyJWK
 
+from infra.lifecycle import cancel_and_wait
 from proxy.errors import Unauthenticated
 from proxy.identity.errors import ProviderUnavailable
 from proxy.identity.issuers import IssuerConfig
@@ -239,6 +240,5 @@ class RemoteKeySet:
 
     async def close(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            with contextlib.suppress(Exception):
+                await cancel_and_wait(self._task)

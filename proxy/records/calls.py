@@ -200,6 +200,14 @@ async def read_call(pool: asyncpg.Pool, call_id: str, team_id: str) -> dict[str,
     return call_view(r) if r is not None else None
 
 
+async def read_ending(pool: asyncpg.Pool, call_id: str) -> tuple[int | None, dict[str, Any] | None] | None:
+    """A call's row as far as it goes: (HTTP status, response) once it ended, (None, None)
+    while it runs; None when Postgres has no row for it."""
+    row = await pool.fetchrow("SELECT http_status, response FROM calls WHERE call_id = $1",
+                              uuid.UUID(call_id))
+    return None if row is None else (row["http_status"], row["response"])
+
+
 async def read_response(pool: asyncpg.Pool, call_id: str) -> tuple[int, dict[str, Any]] | None:
     """The response a call's row keeps once it ended (its HTTP status and body), if it has one."""
     row = await pool.fetchrow(

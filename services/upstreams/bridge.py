@@ -17,7 +17,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from infra.lifecycle import Parts
+from infra.lifecycle import Parts, cancel_and_wait
 from infra.pg_listener import Follower, Listener
 from infra.secret_box import SecretBox
 from services.netguard.guard import Guard
@@ -92,9 +92,7 @@ class UpstreamBridge:
 
     async def close(self) -> None:
         if self._periodic is not None:
-            self._periodic.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._periodic
+            await cancel_and_wait(self._periodic)
         if self._sub is not None:
             with contextlib.suppress(Exception):
                 await self._sub.unsubscribe()

@@ -22,6 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from infra.lifecycle import cancel_and_wait
 from services.sdk.errors import ToolError, UpstreamTimeout
 from services.upstreams.errors import (
     AuthorizationUnavailable,
@@ -140,9 +141,8 @@ class Link:
 
     async def close(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            with contextlib.suppress(Exception):  # how the session ended is logged by _run
+                await cancel_and_wait(self._task)
             self._task = None
         if self.endpoint.tokens is not None:
             await self.endpoint.tokens.close()

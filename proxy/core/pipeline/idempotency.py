@@ -27,7 +27,7 @@ from proxy.core.errors import IdempotencyConflict, IdempotencyInProgress, Idempo
 from proxy.core.housekeeping import LOST
 from proxy.core.idempotency import RUNNING, Claim, IdempotencyStore, Unavailable, intent_hash
 from proxy.core.outcome import HttpStatusOf, Outcome, response_body
-from proxy.records.calls import read_response
+from proxy.records.calls import read_ending, read_response
 from proxy.records.journal import Journal
 
 log = structlog.get_logger("toolproxy.idempotency")
@@ -187,10 +187,9 @@ class Idempotent:
         record = await self._journal.call_record(call_id)
         if record is not None and record.response is not None and record.http_status is not None:
             return record.http_status, record.response
-        row = await self._pool.fetchrow(
-            "SELECT status, http_status, response FROM calls WHERE call_id = $1::uuid", call_id)
-        if row is not None and row["response"] is not None:
-            return row["http_status"], row["response"]
+        row = await read_ending(self._pool, call_id)
+        if row is not None and row[0] is not None and row[1] is not None:
+            return row[0], row[1]
         if row is not None or record is not None:
             return "running"
         return None
