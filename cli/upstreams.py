@@ -19,6 +19,8 @@ def _line(u: dict[str, Any]) -> str:
 
 def _tool_line(t: dict[str, Any]) -> str:
     flags = f"  flags: {','.join(t['flags'])}" if t["flags"] else ""
+    if not (t.get("schema_portability") or {"portable": True})["portable"]:
+        flags += f"  schemas not portable: {len(t['schema_portability']['problems'])} problem(s)"
     return f"{t['tool']:<32} {t['state']:<10} {t['tool_id'] or '-':<40} {t['hash'][:16]}{flags}"
 
 

@@ -300,3 +300,30 @@ async def test_a_service_gets_at_most_its_max_concurrency_from_a_replica(up_sett
             assert (await link.call(pinned, {}, 5.0)).output["status"] == 200  # the slot came back
         finally:
             await link.close()
+
+
+async def test_each_tools_schemas_are_reported_portable_or_not_before_classifying(client, token, bridge) -> None:  # type: ignore[no-untyped-def]
+    """Upstream tools' schemas are checked at registration, as plugins' are at install: a
+    multi-type (`["string", "null"]`, refused by single-type dialects) is reported with its
+    path, a portable one is not; both stay candidates governance may classify."""
+    admin = token(agent="root", team="ops", role="admin")
+    doc = {"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": {
+        "/plain": {"get": {"operationId": "plain", "parameters": [
+            {"name": "q", "in": "query", "schema": {"type": "string"}}],
+            "responses": {"200": {"description": "ok", "content": {"application/json": {
+                "schema": {"type": "object", "properties": {"n": {"type": "integer"}}}}}}}}},
+        "/maybe": {"get": {"operationId": "maybe", "parameters": [
+            {"name": "tag", "in": "query", "schema": {"type": ["string", "null"]}}],
+            "responses": {"200": {"description": "ok"}}}}}}
+    name = unique("portab")
+    status, answer = await post(client, admin, "/v1/admin/openapi",
+                                {"name": name, "document": doc, "base_url": "http://127.0.0.1:9/"})
+    assert status == 201, answer
+    status, answer = await post(client, admin, f"/v1/admin/upstreams/{name}/sync")
+    assert status == 200, answer
+    reports = {t["tool"]: t["schema_portability"] for t in answer["tools"]}
+    assert reports["plain"] == {"portable": True, "problems": []}, reports
+    assert reports["maybe"]["portable"] is False
+    assert any(p.startswith("input_schema.properties.tag") for p in reports["maybe"]["problems"]), reports
+    status, listed = await get(client, admin, f"/v1/admin/upstreams/{name}/tools")
+    assert status == 200 and {t["tool"]: t["schema_portability"] for t in listed["tools"]} == reports

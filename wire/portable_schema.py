@@ -155,3 +155,13 @@ def _typed(node: dict[str, Any]) -> bool:
 
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
+
+
+def report(input_schema: Any, output_schema: Any) -> dict[str, Any]:
+    """A tool's schemas as published, checked: `{"portable", "problems"}`, each problem with its
+    path. Reported (plugins at install, upstream tools with their definitions), not refused:
+    the tool works for clients that take its schemas, and the admin decides. No output schema
+    publishes as a plain object."""
+    found = [f"input_schema{p[1:]}" for p in published_problems(input_schema or {})]
+    found += [f"output_schema{p[1:]}" for p in published_problems(output_schema or {"type": "object"})]
+    return {"portable": not found, "problems": found}

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, Valida
 
 from services.plugins.errors import ManifestProblem
 from wire.categories import CATEGORIES
-from wire.portable_schema import published_problems
+from wire.portable_schema import report
 from wire.manifest import ToolManifest, is_valid_tool_name
 
 PLUGIN_FILE = "plugin.json"
@@ -158,9 +158,7 @@ def portability(tool: dict[str, Any] | ToolManifest) -> dict[str, Any]:
     Reported at install (and in the listing), not refused: the tool works all the same for
     clients that take its schemas, and the admin decides."""
     doc = tool.model_dump() if isinstance(tool, ToolManifest) else tool
-    found = [f"input_schema{p[1:]}" for p in published_problems(doc.get("input_schema") or {})]
-    found += [f"output_schema{p[1:]}" for p in published_problems(doc.get("output_schema") or {"type": "object"})]
-    return {"portable": not found, "problems": found}
+    return report(doc.get("input_schema"), doc.get("output_schema"))
 
 
 def parse_tool_json(raw: object, plugin: PluginManifest) -> ToolManifest:

@@ -39,6 +39,7 @@ from services.sdk.errors import ManifestError
 from services.upstreams import commands, store
 from services.upstreams.catalog_entry import manifest_for
 from services.upstreams.definitions import catalog_name, suggestion
+from wire.portable_schema import report as portability_report
 from services.upstreams.endpoints import check_url
 from services.upstreams.errors import CommandNotAllowed as CommandRefused
 from services.upstreams.oauth import OAuthConfig
@@ -334,6 +335,9 @@ def _tool_json(r: asyncpg.Record) -> dict[str, Any]:
         "input_schema": d.get("input_schema"), "output_schema": d.get("output_schema"),
         "annotations": d.get("annotations"), "flags": list(r["flags"]),
         "suggested": None if r["tool_id"] else suggestion(d, list(r["flags"])),
+        # What strict clients and model APIs would refuse in its schemas once published (the
+        # tool is callable all the same): governance reads it before classifying.
+        "schema_portability": portability_report(d.get("input_schema"), d.get("output_schema")),
         "classification": r["classification"],
         "definition_text": _text(d),
     }

@@ -106,6 +106,11 @@ function card(name, t, act, note, canGovern) {
   const flags = (t.flags || []).length ? h("div", { class: "flags", role: "note" },
     h("strong", null, "Read this definition closely: "),
     h("ul", null, t.flags.map((f) => h("li", null, h("code", null, f), " — ", FLAGS[f] || "flagged by the gateway")))) : null;
+  const report = t.schema_portability;
+  const portability = report && !report.portable ? h("div", { class: "portability", role: "note" },
+    h("strong", null, "Schemas some clients refuse "),
+    "(strict model APIs, MCP clients that check them; the tool works for the others):",
+    h("ul", null, report.problems.map((p) => h("li", null, h("code", null, visible(p)))))) : null;
   const c = t.classification;
   let body;
   const form = canGovern ? classifyForm(t, classify) : null;
@@ -118,7 +123,7 @@ function card(name, t, act, note, canGovern) {
       t.tool_id ? h("code", null, t.tool_id) : null,
       c ? h("span", { class: `badge cat-${c.category}` }, `${c.category}/${c.action}${c.requires_approval ? ", approval per call" : ""}`) : null,
       h("code", { class: "muted" }, short(t.hash))),
-    t.title ? h("p", null, visible(t.title)) : null, flags, body);
+    t.title ? h("p", null, visible(t.title)) : null, flags, portability, body);
 }
 
 export async function showTools(box, name, act, note, canGovern) {
