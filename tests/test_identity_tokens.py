@@ -69,7 +69,7 @@ async def refused(v: TokenVerifier, token: str, match: str | None = None) -> str
 # --- good tokens -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("alg", ["RS256", "ES256"])
+@pytest.mark.parametrize("alg", ["RS256", "ES256", "PS256", "EdDSA"])
 async def test_a_providers_token_becomes_an_identity(verifier, idp, alg) -> None:
     ident = await verifier.verify(idp.token(alg, scope="mcp tool.math.invoke"))
     assert (ident.agent_id, ident.team_id, ident.role, ident.issuer) == ("svc-1", "t-fake", "agent", "oidc")
@@ -309,3 +309,12 @@ def test_several_issuers_at_once(idp, tmp_path) -> None:
     assert set(v.issuers) == {"toolproxy", idp.issuer, extra[0]["issuer"]}
     with pytest.raises(ValueError, match="once"):
         TokenVerifier(_settings(tmp_path, idp, oidc_issuers=[{**extra[0]}, {**extra[0], "name": "again"}]))
+
+
+async def test_a_key_signs_only_with_the_algorithm_its_set_names(verifier, idp) -> None:
+    """The same RSA key is published twice, once per algorithm: a PS256 token under the RS256
+    entry's kid (or an RS256 one under the PS256 entry's) is refused, as is EdDSA with an EC key."""
+    await refused(verifier, idp.token("PS256", headers={"kid": idp.kids["RS256"]}))
+    await refused(verifier, idp.token("RS256", headers={"kid": idp.kids["PS256"]}))
+    await refused(verifier, idp.token("ES256", headers={"kid": idp.kids["EdDSA"]}))
+    assert (await verifier.verify(idp.token("PS256"))).agent_id == "svc-1"

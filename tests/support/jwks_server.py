@@ -13,8 +13,8 @@ from typing import Any
 
 import jwt
 from aiohttp import web
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from jwt.algorithms import ECAlgorithm, RSAAlgorithm
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
 ISSUER_PATH = "/realms/test"
 
@@ -27,7 +27,9 @@ class KeySetServer:
         self.delay_s = 10.0
         self.rsa = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.ec = ec.generate_private_key(ec.SECP256R1())
-        self.kids = {"RS256": f"rs-{uuid.uuid4().hex[:8]}", "ES256": f"es-{uuid.uuid4().hex[:8]}"}
+        self.ed = ed25519.Ed25519PrivateKey.generate()
+        self.kids = {"RS256": f"rs-{uuid.uuid4().hex[:8]}", "ES256": f"es-{uuid.uuid4().hex[:8]}",
+                     "PS256": f"ps-{uuid.uuid4().hex[:8]}", "EdDSA": f"ed-{uuid.uuid4().hex[:8]}"}
         self.url = ""
         self._runner: web.AppRunner | None = None
 
@@ -42,8 +44,11 @@ class KeySetServer:
     def jwks(self) -> dict[str, Any]:
         rs = RSAAlgorithm.to_jwk(self.rsa.public_key(), as_dict=True)
         es = ECAlgorithm.to_jwk(self.ec.public_key(), as_dict=True)
+        ed = OKPAlgorithm.to_jwk(self.ed.public_key(), as_dict=True)
         return {"keys": [{**rs, "kid": self.kids["RS256"], "use": "sig", "alg": "RS256"},
-                         {**es, "kid": self.kids["ES256"], "use": "sig", "alg": "ES256"}]}
+                         {**es, "kid": self.kids["ES256"], "use": "sig", "alg": "ES256"},
+                         {**rs, "kid": self.kids["PS256"], "use": "sig", "alg": "PS256"},
+                         {**ed, "kid": self.kids["EdDSA"], "use": "sig", "alg": "EdDSA"}]}
 
     def rotate(self) -> None:
         self.ec = ec.generate_private_key(ec.SECP256R1())
@@ -57,7 +62,8 @@ class KeySetServer:
                                 "scope": "mcp"}
         body.update(claims)
         body = {k: v for k, v in body.items() if v is not None}
-        signer = key if key is not None else (self.rsa if alg.startswith(("RS", "PS")) else self.ec)
+        signer = key if key is not None else (
+            self.rsa if alg.startswith(("RS", "PS")) else self.ed if alg == "EdDSA" else self.ec)
         return jwt.encode(body, signer, algorithm=alg, headers={"kid": self.kids.get(alg, "x"), **(headers or {})})
 
     async def _jwks(self, request: web.Request) -> web.StreamResponse:
