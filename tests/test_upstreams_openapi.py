@@ -327,3 +327,46 @@ async def test_each_tools_schemas_are_reported_portable_or_not_before_classifyin
     assert any(p.startswith("input_schema.properties.tag") for p in reports["maybe"]["problems"]), reports
     status, listed = await get(client, admin, f"/v1/admin/upstreams/{name}/tools")
     assert status == 200 and {t["tool"]: t["schema_portability"] for t in listed["tools"]} == reports
+
+
+async def test_a_json_body_is_sent_as_the_operation_declares_it_also_through_mcp(client, token, team, bridge) -> None:  # type: ignore[no-untyped-def]
+    """A requestBody becomes the tool's `body` argument, validated against its schema before
+    anything is sent, and sent as JSON; the service's 201 and its answer come back."""
+    admin, agent = token(agent="root", team="ops", role="admin"), token(team=team)
+    pet = {"type": "object", "required": ["name"], "additionalProperties": False,
+           "properties": {"name": {"type": "string", "maxLength": 40}, "tag": {"type": "string"}}}
+    doc = {"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": {"/pets": {"post": {
+        "operationId": "addPet", "requestBody": {"required": True, "content": {"application/json": {"schema": pet}}},
+        "responses": {"201": {"description": "made", "content": {"application/json": {"schema": {
+            "type": "object", "properties": {"id": {"type": "integer"}}}}}}}}}}}
+    async with serve_petstore() as pets:
+        name = unique("body")
+        status, answer = await post(client, admin, "/v1/admin/openapi",
+                                    {"name": name, "document": doc, "base_url": pets.base_url})
+        assert status == 201, answer
+        (tool,) = (await post(client, admin, f"/v1/admin/upstreams/{name}/sync"))[1]["tools"]
+        assert tool["input_schema"]["required"] == ["body"] and tool["input_schema"]["properties"]["body"] == pet
+        await classified(client, admin, name, "addPet")
+        status, answer = await invoke(client, agent, f"{name}.add_pet", {"body": {"name": "Rex", "tag": "dog"}})
+        assert status == 200 and answer["output"] == {"status": 201, "body": {"id": 101}}, answer
+        assert pets.created == [{"name": "Rex", "tag": "dog"}]
+        assert pets.seen[-1]["method"] == "POST" and pets.seen[-1]["headers"]["Content-Type"].startswith("application/json")
+        for bad in ({}, {"body": {"tag": "no name"}}, {"body": {"name": "x", "owner": "y"}}):
+            status, answer = await invoke(client, agent, f"{name}.add_pet", bad)
+            assert status == 400 and answer["error"]["code"] == "invalid_args", (bad, answer)
+        assert len(pets.created) == 1  # nothing refused was sent
+
+        # The same tool through /mcp (2026-07-28, stateless), by its portable name.
+        from tests.support.mcp_client import MODERN, raw
+        portable = f"{name}-add_pet"
+        meta = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+        headers = {"MCP-Protocol-Version": MODERN}
+        status, listed, _ = await raw(client, agent, {"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+                                                      "params": {"_meta": meta}}, **headers, **{"Mcp-Method": "tools/list"})
+        assert status == 200 and portable in {t["name"] for t in listed["result"]["tools"]}, listed
+        status, called, _ = await raw(client, agent, {
+            "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": portable, "arguments": {"body": {"name": "Tom"}}, "_meta": meta}},
+            **headers, **{"Mcp-Method": "tools/call", "Mcp-Name": portable})
+        assert status == 200 and called["result"]["structuredContent"] == {"status": 201, "body": {"id": 102}}, called
+        assert pets.created[-1] == {"name": "Tom"}

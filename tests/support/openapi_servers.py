@@ -28,6 +28,7 @@ class Petstore:
     mode: str | None = None
     released: asyncio.Event = field(default_factory=asyncio.Event)
     waiting: int = 0  # "slow" requests arrived and not yet released
+    created: list[Any] = field(default_factory=list)  # the JSON bodies POST /v1/pets received
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -64,7 +65,10 @@ class Petstore:
             return web.json_response(PETS[: int(request.query.get("limit", "100"))])
 
         async def create_pets(request: web.Request) -> web.Response:
-            return record(request) or web.Response(status=201)
+            if (failed := record(request)) is not None:
+                return failed
+            self.created.append(await request.json() if request.can_read_body else None)
+            return web.json_response({"id": 100 + len(self.created)}, status=201)
 
         async def show_pet(request: web.Request) -> web.Response:
             if (failed := record(request)) is not None:
