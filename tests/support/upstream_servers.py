@@ -63,10 +63,53 @@ def free_port() -> int:
 
 
 @contextlib.asynccontextmanager
-async def serve_http(server: MCPServer, *, stateless: bool = False) -> AsyncIterator[str]:
-    """`server` over streamable HTTP on loopback; yields its /mcp URL."""
-    async with serve_asgi(server.streamable_http_app(stateless_http=stateless, host="127.0.0.1")) as base:
+async def serve_http(server: MCPServer, *, stateless: bool = False,
+                     handshake_only: bool = False) -> AsyncIterator[str]:
+    """`server` over streamable HTTP on loopback; yields its /mcp URL. `handshake_only`: it
+    answers `server/discover` as unknown, so a client speaks the handshake era with it
+    (initialize, a session, notifications on the request's stream) as an older server would."""
+    app = server.streamable_http_app(stateless_http=stateless, host="127.0.0.1")
+    async with serve_asgi(_without_discover(app) if handshake_only else app) as base:
         yield f"{base}/mcp"
+
+
+def _without_discover(app: Any) -> Any:
+    """An ASGI app that answers a POSTed `server/discover` with JSON-RPC's "method not found"
+    and hands every other request to `app` unchanged."""
+    import orjson
+
+    async def wrapped(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return await app(scope, receive, send)
+        chunks, more = [], True
+        while more:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        try:
+            msg = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            msg = None
+        if isinstance(msg, dict) and msg.get("method") == "server/discover":
+            answer = orjson.dumps({"jsonrpc": "2.0", "id": msg.get("id"),
+                                   "error": {"code": -32601, "message": "Method not found"}})
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"application/json")]})
+            await send({"type": "http.response.body", "body": answer})
+            return None
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        return await app(scope, replay, send)
+
+    return wrapped
 
 
 @contextlib.asynccontextmanager
