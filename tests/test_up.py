@@ -126,3 +126,47 @@ def test_nats_thread_counts() -> None:
     for bad in ("many", "-1", "1.5"):
         with pytest.raises(EmbeddedError):
             go_threads(bad)
+
+
+
+def test_up_with_a_nats_cluster_replicates_what_calls_write(data_dir: Path) -> None:
+    """`toolproxy up --nats-nodes 3`: three servers routed to each other, the JetStream assets
+    made with three replicas (TOOLPROXY_JETSTREAM_REPLICAS follows), a call answered, and
+    every child stopped with the stack."""
+    import asyncio
+    import json
+    from urllib.parse import urlsplit
+
+    import nats
+
+    from proxy.records.entry import STREAM
+
+    up = Up(data_dir, free_port(), "--nats-nodes", "3")
+    try:
+        url = up.wait_ready(timeout=150)
+        runtime = up.runtime()
+        children = runtime["children"]
+        assert len(set(children) - {"postgres", "services", "plugins", "upstreams", "proxy"}) == 3, children
+        token = cli("token", "--agent", "a1", "--team", "t1", data_dir=data_dir)
+        status, body = post(f"{url}/v1/tools/invoke", {"tool": "math", "args": {"expr": "6*7"}}, token)
+        assert status == 200 and body["output"] == {"value": 42}, body
+
+        password = json.loads((data_dir / "secrets" / "nats_users.json").read_text())["admin"]
+        servers = [f"nats://127.0.0.1:{urlsplit(u).port}" for u in runtime["nats_url"].split(",")]
+        assert len(servers) == 3, runtime["nats_url"]
+
+        async def journal_replicas() -> tuple[int, int]:
+            nc = await nats.connect(servers, user="admin", password=password, connect_timeout=5,
+                                    max_reconnect_attempts=2)
+            try:
+                info = await nc.jetstream().stream_info(STREAM)
+                return info.config.num_replicas, 1 + len(info.cluster.replicas or [])
+            finally:
+                await nc.close()
+
+        assert asyncio.run(journal_replicas()) == (3, 3)  # configured so, and three servers hold it
+    finally:
+        code = up.stop()
+    assert code == 0, up.stderr()
+    for name, pid in children.items():
+        assert not _alive(pid), f"{name} (pid {pid}) still running"

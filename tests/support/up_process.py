@@ -32,11 +32,11 @@ def post(url: str, body: dict, token: str) -> tuple[int, dict]:
 class Up:
     """One `toolproxy up` subprocess; always stopped by its own PID."""
 
-    def __init__(self, data_dir: Path, port: int) -> None:
+    def __init__(self, data_dir: Path, port: int, *more: str) -> None:
         self.data_dir = data_dir
         self.port = port
         self.proc = subprocess.Popen(
-            [*TOOLPROXY, "up", "--port", str(port), "--data-dir", str(data_dir)],
+            [*TOOLPROXY, "up", "--port", str(port), "--data-dir", str(data_dir), *more],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
         )
         self.lines: list[str] = []
