@@ -1,4 +1,5 @@
-"""Real infrastructure for tests: Postgres and NATS from env URLs, Docker, or the pip binaries."""
+"""Real infrastructure for tests: Postgres from an env URL, Docker or the pip binaries; NATS from
+an env URL or the pip binary, with the product's users."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -64,25 +65,14 @@ async def postgres_server() -> AsyncIterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-@contextlib.contextmanager
-def _nats_container() -> Iterator[str]:
-    from testcontainers.core.container import DockerContainer
-    from testcontainers.core.waiting_utils import wait_for_logs
-
-    with DockerContainer("nats:2.10-alpine").with_command("-js").with_exposed_ports(4222) as c:
-        wait_for_logs(c, "Server is ready")
-        yield f"nats://{c.get_container_host_ip()}:{c.get_exposed_port(4222)}"
-
-
 @contextlib.asynccontextmanager
 async def nats_server() -> AsyncIterator[str]:
+    """TOOLPROXY_TEST_NATS_URL, else the embedded nats-server with the product's users, Docker
+    or not: the suite's bus must enforce what a deployment's does (a stock container admits
+    anyone, and the bus permission tests would skip where Docker answers)."""
     env = os.environ.get("TOOLPROXY_TEST_NATS_URL")
     if env:
         yield env
-        return
-    if _docker_answers():
-        with _nats_container() as url:
-            yield url
         return
     async with embedded_nats() as url:
         yield url
