@@ -221,6 +221,17 @@ async def test_the_command_line_registers_an_openapi_service(client, token, brid
         assert code == 1 and "url_not_allowed" in err, err
 
 
+async def _registered(client, admin: str, prefix: str, doc: dict, base_url: str) -> tuple[str, list[dict]]:  # type: ignore[no-untyped-def]
+    """An OpenAPI service registered from `doc` and synced: its name and its tools."""
+    name = unique(prefix)
+    status, answer = await post(client, admin, "/v1/admin/openapi",
+                                {"name": name, "document": doc, "base_url": base_url})
+    assert status == 201, answer
+    status, answer = await post(client, admin, f"/v1/admin/upstreams/{name}/sync")
+    assert status == 200, answer
+    return name, answer["tools"]
+
+
 async def test_arguments_go_where_the_pinned_operation_puts_them(client, token, team, bridge) -> None:  # type: ignore[no-untyped-def]
     admin, agent = token(agent="root", team="ops", role="admin"), token(team=team)
     doc = {"openapi": "3.1.0", "info": {"title": "t", "version": "1"}, "paths": {"/pets": {"get": {
@@ -231,11 +242,7 @@ async def test_arguments_go_where_the_pinned_operation_puts_them(client, token, 
             {"name": "Authorization", "in": "header", "schema": {"type": "string"}}],
         "responses": {"200": {"description": "ok", "content": {"application/json": {"schema": {"type": "array"}}}}}}}}}
     async with serve_petstore() as pets:
-        name = unique("args")
-        status, answer = await post(client, admin, "/v1/admin/openapi",
-                                    {"name": name, "document": doc, "base_url": pets.base_url})
-        assert status == 201, answer
-        (tool,) = (await post(client, admin, f"/v1/admin/upstreams/{name}/sync"))[1]["tools"]
+        name, (tool,) = await _registered(client, admin, "args", doc, pets.base_url)
         assert tool["tool"] == "get_pets"  # no operationId: the method and path
         assert set(tool["input_schema"]["properties"]) == {"tags", "limit", "X-Trace"}  # no Authorization
         await classified(client, admin, name, "get_pets")
@@ -315,13 +322,8 @@ async def test_each_tools_schemas_are_reported_portable_or_not_before_classifyin
         "/maybe": {"get": {"operationId": "maybe", "parameters": [
             {"name": "tag", "in": "query", "schema": {"type": ["string", "null"]}}],
             "responses": {"200": {"description": "ok"}}}}}}
-    name = unique("portab")
-    status, answer = await post(client, admin, "/v1/admin/openapi",
-                                {"name": name, "document": doc, "base_url": "http://127.0.0.1:9/"})
-    assert status == 201, answer
-    status, answer = await post(client, admin, f"/v1/admin/upstreams/{name}/sync")
-    assert status == 200, answer
-    reports = {t["tool"]: t["schema_portability"] for t in answer["tools"]}
+    name, tools = await _registered(client, admin, "portab", doc, "http://127.0.0.1:9/")
+    reports = {t["tool"]: t["schema_portability"] for t in tools}
     assert reports["plain"] == {"portable": True, "problems": []}, reports
     assert reports["maybe"]["portable"] is False
     assert any(p.startswith("input_schema.properties.tag") for p in reports["maybe"]["problems"]), reports
@@ -340,11 +342,7 @@ async def test_a_json_body_is_sent_as_the_operation_declares_it_also_through_mcp
         "responses": {"201": {"description": "made", "content": {"application/json": {"schema": {
             "type": "object", "properties": {"id": {"type": "integer"}}}}}}}}}}}
     async with serve_petstore() as pets:
-        name = unique("body")
-        status, answer = await post(client, admin, "/v1/admin/openapi",
-                                    {"name": name, "document": doc, "base_url": pets.base_url})
-        assert status == 201, answer
-        (tool,) = (await post(client, admin, f"/v1/admin/upstreams/{name}/sync"))[1]["tools"]
+        name, (tool,) = await _registered(client, admin, "body", doc, pets.base_url)
         assert tool["input_schema"]["required"] == ["body"] and tool["input_schema"]["properties"]["body"] == pet
         await classified(client, admin, name, "addPet")
         status, answer = await invoke(client, agent, f"{name}.add_pet", {"body": {"name": "Rex", "tag": "dog"}})
