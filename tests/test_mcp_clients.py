@@ -2,8 +2,9 @@
 calls one, and — after the library's own conversion to OpenAI tools where it has one — every
 function name fits `^[a-zA-Z0-9_-]{1,64}$` and every parameters schema is portable.
 
-The official TypeScript SDK (Node 22, cached), the Python `mcp` SDK, fastmcp, openai-agents (in
-the dev extra) and langchain-mcp-adapters (a venv of its own: it pins mcp<2). The TypeScript
+The official TypeScript SDK and the MCP Inspector's CLI (Node 22, cached), the Python `mcp`
+SDK, fastmcp, openai-agents (in the dev extra) and langchain-mcp-adapters (a venv of its own:
+it pins mcp<2). The TypeScript
 SDK also takes a held call as a 2025-11-25 task, through to its result after an approval in
 the console."""
 
@@ -21,6 +22,7 @@ from tests.support.calls import bearer, grant
 from tests.support.console_helpers import login
 from tests.support.mcp_client import mcp_http, mcp_url
 from tests.support.mcp_clients import (
+    INSPECTOR,
     LANGCHAIN_PYTHON,
     NAME_RE,
     NODE,
@@ -150,3 +152,24 @@ async def test_typescript_sdk_takes_a_held_call_as_a_task(client, token, team) -
     result = next(e for e in rest if e["event"] == "result")["result"]
     assert result["structuredContent"] == {"done": 2} and result["isError"] is False
     assert [e["status"] for e in rest if e["event"] == "taskStatus"][-1] == "completed"
+
+
+@pytest.mark.skipif(bool(missing(NODE, INSPECTOR)), reason=str(missing(NODE, INSPECTOR)))
+async def test_mcp_inspector_cli_strict(client, token, team, tmp_path) -> None:
+    """The MCP Inspector's CLI (2.12.0): `tools/list --strict` finds no schema it would call
+    unportable (it exits 6 on an error-severity problem, such as the boolean subschemas it
+    counted 89 of before), every name fits, and a tool called by its listed name answers."""
+    tok = await granted(client, token, team)
+    # Its catalog of servers goes to a scratch file, never the user's home.
+    env = {"MCP_CATALOG_PATH": str(tmp_path / "catalog.json")}
+    target = [str(INSPECTOR), "--cli", mcp_url(client), "--transport", "http",
+              "--header", f"Authorization: Bearer {tok}"]
+    code, out, err = await run(str(NODE), *target, "--method", "tools/list", "--strict", env=env, timeout=90)
+    assert code == 0, (code, err[-3000:])
+    tools = json.loads(out)["tools"]
+    assert all(NAME.fullmatch(t["name"]) for t in tools)
+    assert {"task-create", "task-list", "testsvc-guarded", "math"} <= {t["name"] for t in tools}
+    code, out, err = await run(str(NODE), *target, "--method", "tools/call", "--tool-name", "task-create",
+                               "--tool-arg", "title=from the inspector", env=env, timeout=90)
+    assert code == 0, (code, err[-3000:])
+    assert json.loads(out)["structuredContent"]["title"] == "from the inspector"

