@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 import aiohttp
 import nats
 
+from proxy.core.catalog import Catalog
 from proxy.core.housekeeping import Housekeeping
 from proxy.core.idempotency import IdempotencyStore
 from proxy.metrics import Metrics
@@ -84,11 +85,12 @@ async def test_sigkilled_replica_calls_are_resolved(
     assert [(r["status"], r["error_code"]) for r in rows] == [("FAILED", "proxy_lost")]
 
 
-async def test_a_call_whose_ending_waits_in_the_stream_is_not_resolved_lost(client, db_pool, team) -> None:
+async def test_a_call_whose_ending_waits_in_the_stream_is_not_resolved_lost(db_pool, team) -> None:
     """A replica killed while its journal writer held a batch unacknowledged: the stream gives
     that batch back only after the consumer's ack wait, and meanwhile the call's row is RUNNING
     with a dead owner, past its deadline. The client may have had its 200, so housekeeping
-    leaves the row to that ending; a call with no ending anywhere is resolved lost."""
+    leaves the row to that ending; a call with no ending anywhere is resolved lost. No app runs
+    meanwhile: its own housekeeping, which cannot see this stream, would resolve both."""
     long_ago = datetime.now(timezone.utc) - timedelta(minutes=5)
     waiting, lost = (call_start(str(uuid.uuid4()), team, long_ago) for _ in range(2))
     waiting, lost = (dataclasses.replace(e, call=dataclasses.replace(e.call, owner=f"dead-{uuid.uuid4().hex[:6]}"))
@@ -103,7 +105,7 @@ async def test_a_call_whose_ending_waits_in_the_stream_is_not_resolved_lost(clie
             await journal.start()
             end = ended(waiting, long_ago + timedelta(seconds=1))
             await journal.record(usage=end.usage, call=end.call, events=end.events, key=end.key)
-            keeper = Housekeeping(pool=db_pool, journal=journal, catalog=client.app[appkeys.CATALOG],
+            keeper = Housekeeping(pool=db_pool, journal=journal, catalog=Catalog(nc, db_pool, Metrics()),
                                   idempotency=IdempotencyStore(nc, ttl=timedelta(hours=1)), http_status=http_status,
                                   events_retention_days=30, every_s=3600, lost_after_s=1)
             await keeper.recover_lost_calls()
