@@ -231,3 +231,58 @@ async def test_a_console_session_uses_the_upstream_routes_within_its_role(
         assert r.status == 200
         status, states = await gov.get("/console/api/upstreams/tool-states")
         assert name not in states["upstreams"]
+
+
+@skip_without_browser
+async def test_an_admin_registers_an_openapi_service_and_an_oauth_upstream_in_the_browser(
+        client, token, team, bridge, open_console) -> None:  # type: ignore[no-untyped-def]
+    """The same form registers an OpenAPI service by its document's URL (read and counted at
+    once, its operations listed by a sync) and an MCP server with OAuth client credentials
+    (sealed whole: the page shows that they are, never the secret)."""
+    from tests.support.openapi_servers import serve_petstore
+
+    admin = token(agent="root", team=team, role="admin")
+    pets_name, oauth_name = unique("pets"), unique("oauthed")
+    async with serve_petstore() as pets:
+        tab: Page = await open_console(admin)
+        page = tab.page
+        await page.click('#nav button[data-page="upstreams"]')
+        await page.wait_for_selector("#upstream-form")
+        assert await page.is_hidden("#upstream-form input.openapi-document")
+        await page.fill("#upstream-form input >> nth=0", pets_name)
+        await page.select_option("#upstream-transport", "openapi")
+        assert await page.is_hidden("#upstream-form input[placeholder=\"the server's MCP endpoint\"]")
+        document = pets.base_url.removesuffix("/v1") + "/petstore.yaml"
+        await page.fill("#upstream-form input.openapi-document", document)
+        await page.fill("#upstream-form input.openapi-base", pets.base_url)
+        await page.click("#upstream-form button[type=submit]")
+        await page.wait_for_selector(f"#upstream-note:text('Registered: {pets_name} (3 operations)')")
+        row = await page.wait_for_selector(f"#upstream-list tr:has(td:text('{pets_name}'))")
+        assert "openapi" in await row.inner_text() and document in await row.inner_text()
+        await row.eval_on_selector("button.sync", "b => b.click()")
+        await page.wait_for_selector("#upstream-note:text('3 tools listed')")
+        await page.wait_for_selector("#upstream-tools .upstream-tool[data-tool=listPets].state-candidate")
+
+        await page.fill("#upstream-form input >> nth=0", oauth_name)
+        await page.select_option("#upstream-transport", "streamable_http")
+        await page.fill("#upstream-form input[type=url] >> nth=0", "http://127.0.0.1:9/mcp")
+        await page.check("#upstream-form input.oauth-on")
+        assert await page.is_hidden("#upstream-form input[placeholder='e.g. Authorization']")
+        await page.fill("#upstream-form input.oauth-token-url", "http://127.0.0.1:9/token")
+        await page.fill("#upstream-form input.oauth-client-id", "toolproxy-bridge")
+        await page.fill("#upstream-form input.oauth-client-secret", "client-secret-never-shown")
+        await page.fill("#upstream-form input.oauth-scope", "tickets:read")
+        await page.click("#upstream-form button[type=submit]")
+        await page.wait_for_selector(f"#upstream-note:text('Registered: {oauth_name} —')")
+        row = await page.wait_for_selector(f"#upstream-list tr:has(td:text('{oauth_name}'))")
+        assert "OAuth client credentials: sealed" in await row.inner_text()
+        assert await page.input_value("#upstream-form input.oauth-client-secret") == ""
+        assert "client-secret-never-shown" not in await page.content()
+        r = await client.get(f"/v1/admin/upstreams/{oauth_name}", headers=bearer(admin))
+        shown = await r.json()
+        assert r.status == 200 and "client-secret-never-shown" not in str(shown)
+        assert tab.errors == [] and await tab.violations() == []
+        await tab.shot("19-upstream-openapi-and-oauth")
+    for name in (pets_name, oauth_name):  # the bridge stops trying the made-up address
+        r = await client.delete(f"/v1/admin/upstreams/{name}", headers=bearer(admin))
+        assert r.status in (200, 204), await r.text()

@@ -1,6 +1,8 @@
-// Upstream MCP servers: the list (transport, address, last sync and its error, tools by state);
-// syncing one and opening its tools; registering and removing one are admins' acts (the API
-// decides: a refusal is shown with its code). A secret is sent once and never shown again.
+// Upstream MCP servers and OpenAPI services: the list (transport, address, last sync and its
+// error, tools by state); syncing one and opening its tools; registering (an MCP server, or an
+// OpenAPI service by its document's URL; a header secret or OAuth client credentials) and
+// removing one are admins' acts (the API decides: a refusal is shown with its code). A secret is
+// sent once and never shown again.
 import { api } from "./api.js";
 import { clear, field, h, options, table, when } from "./dom.js";
 import { failure } from "./grants.js";
@@ -11,6 +13,9 @@ const STATES = ["candidate", "classified", "changed", "gone"];
 
 function target(u) {
   if (u.transport === "stdio") return h("code", null, [u.command, ...(u.args || [])].join(" "));
+  if (u.transport === "openapi") {
+    return [h("code", null, u.url || "—"), u.document_url ? [" (document ", h("code", null, u.document_url), ")"] : " (document stored)"];
+  }
   return h("code", null, u.url || "—");
 }
 
@@ -21,46 +26,81 @@ function counts(byState) {
 
 function registerForm(act, note) {
   const name = h("input", { maxlength: 32, size: 14, required: true, pattern: NAME, placeholder: "e.g. tickets" });
-  const transport = h("select", null, options([["streamable_http", "streamable HTTP"], ["stdio", "stdio (allowlisted command)"]], "streamable_http"));
+  const transport = h("select", { id: "upstream-transport" }, options([
+    ["streamable_http", "streamable HTTP"], ["stdio", "stdio (allowlisted command)"],
+    ["openapi", "OpenAPI service (its document's URL)"]], "streamable_http"));
+  // The first URL and password inputs are the MCP endpoint and the header secret (in that order).
   const url = h("input", { type: "url", maxlength: 2048, size: 32, placeholder: "the server's MCP endpoint" });
   const command = h("input", { maxlength: 64, size: 14, placeholder: "a name in the allowlist" });
   const args = h("input", { maxlength: 1000, size: 18, placeholder: "space-separated" });
+  const documentUrl = h("input", { type: "url", maxlength: 2048, size: 32, class: "openapi-document", placeholder: "where its OpenAPI document is" });
+  const baseUrl = h("input", { type: "url", maxlength: 2048, size: 32, class: "openapi-base", placeholder: "where its operations are called" });
   const header = h("input", { maxlength: 64, size: 14, placeholder: "e.g. Authorization" });
   const secret = h("input", { type: "password", maxlength: 4096, size: 14, autocomplete: "new-password" });
   const timeout = h("input", { type: "number", min: 100, max: 10000, step: 100, size: 7, placeholder: "5000" });
+  const useOauth = h("input", { type: "checkbox", class: "oauth-on" });
+  const tokenUrl = h("input", { type: "url", maxlength: 2048, size: 28, class: "oauth-token-url", placeholder: "the authorization server's token endpoint" });
+  const clientId = h("input", { maxlength: 256, size: 14, class: "oauth-client-id" });
+  const clientSecret = h("input", { type: "password", maxlength: 4096, size: 14, autocomplete: "new-password", class: "oauth-client-secret" });
+  const scope = h("input", { maxlength: 1024, size: 14, class: "oauth-scope", placeholder: "optional" });
   const http = field("url", url);
   const stdio = [field("command", command), field("args", args)];
+  const openapi = [field("document URL", documentUrl), field("base URL", baseUrl)];
+  const headerSecret = [field("secret header (optional)", header), field("secret", secret)];
+  const oauth = [field("token URL", tokenUrl), field("client id", clientId), field("client secret", clientSecret), field("scope", scope)];
   const shape = () => {
-    const isStdio = transport.value === "stdio";
-    http.hidden = isStdio;
-    for (const f of stdio) f.hidden = !isStdio;
-    url.required = !isStdio;
-    command.required = isStdio;
+    const kind = transport.value;
+    const withOauth = useOauth.checked;
+    http.hidden = kind !== "streamable_http";
+    for (const f of stdio) f.hidden = kind !== "stdio";
+    for (const f of openapi) f.hidden = kind !== "openapi";
+    for (const f of headerSecret) f.hidden = withOauth;
+    for (const f of oauth) f.hidden = !withOauth;
+    url.required = kind === "streamable_http";
+    command.required = kind === "stdio";
+    documentUrl.required = baseUrl.required = kind === "openapi";
+    tokenUrl.required = clientId.required = clientSecret.required = withOauth;
   };
   transport.addEventListener("change", shape);
+  useOauth.addEventListener("change", shape);
   shape();
   const submit = (event) => {
     event.preventDefault();
-    const body = { name: name.value.trim(), transport: transport.value };
-    if (transport.value === "stdio") {
+    const kind = transport.value;
+    const body = { name: name.value.trim() };
+    let path = "/v1/admin/upstreams";
+    if (kind === "openapi") {
+      path = "/v1/admin/openapi";
+      body.url = documentUrl.value.trim();
+      body.base_url = baseUrl.value.trim();
+    } else if (kind === "stdio") {
+      body.transport = kind;
       body.command = command.value.trim();
       body.args = args.value.split(/\s+/).filter(Boolean);
-    } else body.url = url.value.trim();
-    if (header.value.trim() || secret.value) {
+    } else {
+      body.transport = kind;
+      body.url = url.value.trim();
+    }
+    if (useOauth.checked) {
+      body.oauth = { token_url: tokenUrl.value.trim(), client_id: clientId.value.trim(), client_secret: clientSecret.value };
+      if (scope.value.trim()) body.oauth.scope = scope.value.trim();
+    } else if (header.value.trim() || secret.value) {
       body.secret_header = header.value.trim();
       body.secret = secret.value;
     }
     if (timeout.value) body.timeout_ms = Number(timeout.value);
-    secret.value = ""; // sent once; the page keeps no copy
+    secret.value = clientSecret.value = ""; // sent once; the page keeps no copy
     act(async () => {
-      const u = (await api("POST", "/v1/admin/upstreams", body)).upstream;
-      note(`Registered: ${u.name} — sync it to list its tools.`);
+      const answer = await api("POST", path, body);
+      const u = answer.upstream;
+      const ops = kind === "openapi" ? ` (${answer.operations} operations)` : "";
+      note(`Registered: ${u.name}${ops} — sync it to list its tools.`);
       name.value = "";
     });
   };
   return h("form", { class: "row", id: "upstream-form", onsubmit: submit },
-    field("name", name), field("transport", transport), http, stdio,
-    field("secret header (optional)", header), field("secret", secret), field("timeout (ms)", timeout),
+    field("name", name), field("transport", transport), http, stdio, openapi, headerSecret,
+    field("timeout (ms)", timeout), field("OAuth client credentials", useOauth), oauth,
     h("button", { type: "submit" }, "Register"));
 }
 
@@ -123,7 +163,7 @@ export async function show(section, ctx) {
     await open(opened);
   };
   clear(section, h("h2", null, "Upstreams"),
-    h("p", { class: "muted" }, "Existing MCP servers behind the gateway. Nothing they list is callable until governance classifies it; a changed definition is unavailable until approved. Syncing, classifying and approving: admins, or the governance of a team the operator named."),
+    h("p", { class: "muted" }, "Existing MCP servers and OpenAPI services behind the gateway. Nothing they list is callable until governance classifies it; a changed definition is unavailable until approved. Syncing, classifying and approving: admins, or the governance of a team the operator named."),
     ctx.platform ? null : h("p", { class: "muted", id: "upstream-readonly" }, "Read-only: syncing, classifying and approving change every team's catalog; your token's role and team do not allow it."),
     msg, note, list, tools,
     ctx.isAdmin ? [h("h3", null, "Register an upstream"), registerForm(act, (text) => { note.textContent = text; })] : null);
