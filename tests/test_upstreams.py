@@ -12,7 +12,7 @@ import pytest
 from proxy.web import keys as appkeys
 from services.metrics_server import upstream_bridge_families
 from services.upstreams.config import UpstreamSettings
-from tests.support.calls import bearer, invoke
+from tests.support.calls import bearer, grant, invoke
 from tests.support.upstream_servers import demo_server, redescribe, serve_http
 from tests.support.upstream_fixtures import bridge, settings  # noqa: F401  (fixtures)
 from tests.support.upstreams import (
@@ -20,6 +20,8 @@ from tests.support.upstreams import (
     get,
     governance_events,
     post,
+    register,
+    sync,
     unique,
     upstream_settings,
 )
@@ -213,3 +215,39 @@ async def test_the_command_line_mirrors_the_routes(client, token, team, bridge) 
         assert code == 1 and "tool_not_classifiable" in err, err
         code, out, err = await cli("upstreams", "remove", name, "--url", base)
         assert code == 0 and out.strip() == f"removed {name}", err
+
+
+async def test_an_upstream_tool_classified_for_approval_is_held_until_governance_decides(  # type: ignore[no-untyped-def]
+        client, token, team, bridge) -> None:
+    """`requires_approval` at classification: the call is held (202) and nothing reaches the
+    upstream until governance approves; the resumed call runs once, a denied one never."""
+    from tests.support.approvals import decide, resume
+    from tests.support.hostile_mcp import start_hostile
+
+    admin, agent = token(agent="root", team="ops", role="admin"), token(team=team)
+    gov = token(agent="gov", team=team, role="governance")
+    seen: dict = {}
+    runner, url = await start_hostile({}, seen)  # behaves: answers "ok", counts the calls
+    try:
+        name = unique("held")
+        await register(client, admin, {"name": name, "transport": "streamable_http", "url": url})
+        await sync(client, admin, name)
+        status, body = await post(client, admin, f"/v1/admin/upstreams/{name}/tools/probe/classify",
+                                  {"category": "B", "action": "write", "requires_approval": True})
+        assert status == 200, body
+        await client.app[appkeys.CATALOG].wait_available([f"{name}.probe"], timeout=10)
+        await grant(client, token, team, f"tool.{name}.probe.invoke")
+        for decision, final in (("approve", 200), ("deny", None)):
+            status, held = await invoke(client, agent, f"{name}.probe", {})
+            assert (status, held["status"]) == (202, "AUTHORIZATION_REQUIRED"), held
+            assert seen.get("calls", 0) == (0 if decision == "approve" else 1)  # nothing ran on hold
+            status, decided = await decide(client, gov, held["approval_id"], decision)
+            assert status == 200, decided
+            status, body = await resume(client, agent, held["call_id"])
+            if final == 200:
+                assert status == 200 and body["status"] == "COMPLETED", body
+            else:
+                assert status == 403 and body["status"] == "DENIED", body
+        assert seen["calls"] == 1  # the approved call, once
+    finally:
+        await runner.cleanup()

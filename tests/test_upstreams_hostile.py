@@ -52,6 +52,22 @@ async def test_a_sync_against_a_broken_upstream_is_a_clear_424(client, token, br
         await runner.cleanup()
 
 
+@pytest.mark.parametrize(("pages", "listed"), [(3, 3), (None, 50)])
+async def test_a_paged_tool_list_is_followed_to_its_end_or_to_the_bound(client, token, bridge, pages, listed) -> None:  # type: ignore[no-untyped-def]
+    """tools/list's pages are followed (a tool a page here); a cursor that never ends stops at
+    MAX_LIST_PAGES (50): the sync answers with what it read."""
+    admin = token(agent="root", team="ops", role="admin")
+    runner, url = await start_hostile({"tools/list": "paged"}, {"pages": pages})
+    try:
+        name = unique("paged")
+        await register(client, admin, {"name": name, "transport": "streamable_http", "url": url})
+        status, body = await post(client, admin, f"/v1/admin/upstreams/{name}/sync")
+        assert status == 200, body
+        assert sorted(t["tool"] for t in body["tools"]) == sorted(f"probe{i}" for i in range(listed))
+    finally:
+        await runner.cleanup()
+
+
 @pytest.mark.parametrize(("behaviour", "http", "code"), [
     ("hang", 504, "upstream_timeout"), ("malformed", 200, "upstream_error"),
     ("huge", 200, "upstream_error"), ("cut", 200, "upstream_error")])

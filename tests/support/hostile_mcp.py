@@ -18,9 +18,10 @@ TOOL = {"name": "probe", "description": "A tool.", "inputSchema": {"type": "obje
 
 
 def hostile_app(behaviour: dict[str, str], seen: dict[str, Any] | None = None) -> web.Application:
-    """`behaviour[method]`: "hang" | "malformed" | "huge" | "cut" | "ok" (default). `seen`
-    counts the tools/call requests that arrived (`calls`) and may set the tool's
-    `description` (a rug pull between two syncs)."""
+    """`behaviour[method]`: "hang" | "malformed" | "huge" | "cut" | "ok" (default), and for
+    tools/list "paged" (a tool a page, `seen["pages"]` pages, endless when None). `seen` counts
+    the tools/call requests that arrived (`calls`) and may set the tool's `description` (a rug
+    pull between two syncs)."""
     seen = seen if seen is not None else {}
 
     async def mcp(request: web.Request) -> web.StreamResponse:
@@ -62,6 +63,12 @@ def hostile_app(behaviour: dict[str, str], seen: dict[str, Any] | None = None) -
             assert request.transport is not None
             request.transport.close()
             return resp
+        if method == "tools/list" and what == "paged":  # a tool a page, `seen["pages"]` of them
+            at = int(((msg.get("params") or {}).get("cursor")) or 0)
+            page: dict[str, Any] = {"tools": [{**TOOL, "name": f"probe{at}"}]}
+            if seen.get("pages") is None or at + 1 < seen["pages"]:  # None: a cursor that never ends
+                page["nextCursor"] = str(at + 1)
+            return _json({"jsonrpc": "2.0", "id": rid, "result": page})
         if method == "tools/list":
             tool = {**TOOL, "description": seen.get("description", TOOL["description"])}
             return _json({"jsonrpc": "2.0", "id": rid, "result": {"tools": [tool]}})
