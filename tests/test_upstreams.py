@@ -251,3 +251,40 @@ async def test_an_upstream_tool_classified_for_approval_is_held_until_governance
         assert seen["calls"] == 1  # the approved call, once
     finally:
         await runner.cleanup()
+
+
+async def test_audio_and_embedded_resources_become_the_calls_artifacts(client, token, team, bridge) -> None:  # type: ignore[no-untyped-def]
+    """Binary blocks other than images: audio, and embedded resources (text or blob), each kept
+    as an artifact of the call with its media type, read back byte for byte by the agent's
+    team only; the text stays inline."""
+    import base64
+
+    from tests.support.hostile_mcp import start_hostile
+
+    admin, agent = token(agent="root", team="ops", role="admin"), token(team=team)
+    wav, blob = b"RIFF\x00\x00\x00\x00WAVEfmt ", bytes(range(256))
+    seen: dict = {"content": [
+        {"type": "text", "text": "three blocks follow"},
+        {"type": "audio", "data": base64.b64encode(wav).decode(), "mimeType": "audio/wav"},
+        {"type": "resource", "resource": {"uri": "file:///notes.md", "mimeType": "text/markdown", "text": "# notes"}},
+        {"type": "resource", "resource": {"uri": "file:///data.bin", "blob": base64.b64encode(blob).decode()}}]}
+    runner, url = await start_hostile({}, seen)
+    try:
+        name = unique("blocks")
+        await register(client, admin, {"name": name, "transport": "streamable_http", "url": url})
+        await sync(client, admin, name)
+        await classified(client, admin, name, "probe")
+        status, body = await invoke(client, agent, f"{name}.probe", {})
+        assert status == 200, body
+        text, audio, notes, data = body["output"]["content"]
+        assert text == {"type": "text", "text": "three blocks follow"}
+        assert [(b["type"], b["media_type"], b["bytes"]) for b in (audio, notes, data)] == [
+            ("audio", "audio/wav", len(wav)), ("resource", "text/markdown", 7),
+            ("resource", "application/octet-stream", 256)]
+        for block, want in ((audio, wav), (notes, b"# notes"), (data, blob)):
+            r = await client.get(f"/v1/artifacts/{block['artifact_id']}", headers=bearer(agent))
+            assert r.status == 200 and await r.read() == want
+        r = await client.get(f"/v1/artifacts/{audio['artifact_id']}", headers=bearer(token(team="someone-else")))
+        assert r.status == 404  # another team's agent does not see it
+    finally:
+        await runner.cleanup()

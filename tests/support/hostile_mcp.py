@@ -21,7 +21,7 @@ def hostile_app(behaviour: dict[str, str], seen: dict[str, Any] | None = None) -
     """`behaviour[method]`: "hang" | "malformed" | "huge" | "cut" | "ok" (default), and for
     tools/list "paged" (a tool a page, `seen["pages"]` pages, endless when None). `seen` counts
     the tools/call requests that arrived (`calls`) and may set the tool's `description` (a rug
-    pull between two syncs)."""
+    pull between two syncs) and the `content` blocks its calls answer."""
     seen = seen if seen is not None else {}
 
     async def mcp(request: web.Request) -> web.StreamResponse:
@@ -73,7 +73,8 @@ def hostile_app(behaviour: dict[str, str], seen: dict[str, Any] | None = None) -
             tool = {**TOOL, "description": seen.get("description", TOOL["description"])}
             return _json({"jsonrpc": "2.0", "id": rid, "result": {"tools": [tool]}})
         if method == "tools/call":
-            return _json({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "ok"}]}})
+            content = seen.get("content", [{"type": "text", "text": "ok"}])
+            return _json({"jsonrpc": "2.0", "id": rid, "result": {"content": content}})
         return _json({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "unknown"}})
 
     app = web.Application()
