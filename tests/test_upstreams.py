@@ -288,3 +288,32 @@ async def test_audio_and_embedded_resources_become_the_calls_artifacts(client, t
         assert r.status == 404  # another team's agent does not see it
     finally:
         await runner.cleanup()
+
+
+async def test_two_bridge_replicas_share_the_calls_and_either_serves_alone(  # type: ignore[no-untyped-def]
+        client, token, team, bridge, db_pool, nats_url, database_url, up_settings) -> None:
+    """Bridges are replicas (a NATS queue group), each with its own session to the upstream:
+    calls are spread over both and each runs once; with one stopped, the other serves alone."""
+    from tests.support.hostile_mcp import start_hostile
+    from tests.support.upstreams import bridge_replica
+
+    admin, agent = token(agent="root", team="ops", role="admin"), token(team=team)
+    seen: dict = {}
+    runner, url = await start_hostile({}, seen)
+    try:
+        name = unique("twice")
+        async with bridge_replica(db_pool, nats_url, database_url, up_settings):
+            await register(client, admin, {"name": name, "transport": "streamable_http", "url": url})
+            await sync(client, admin, name)
+            await classified(client, admin, name, "probe")
+            answers = await asyncio.gather(*(invoke(client, agent, f"{name}.probe", {}) for _ in range(24)))
+            assert all(status == 200 for status, _ in answers), answers
+            assert seen["calls"] == 24  # each call ran once
+            served = {s for s, n in seen["calls_by_session"].items() if n}
+            assert len(served) >= 2, seen  # both replicas' sessions served calls
+        # One replica gone: the other serves every call.
+        answers = await asyncio.gather(*(invoke(client, agent, f"{name}.probe", {}) for _ in range(8)))
+        assert all(status == 200 for status, _ in answers), answers
+        assert seen["calls"] == 32
+    finally:
+        await runner.cleanup()

@@ -20,8 +20,9 @@ TOOL = {"name": "probe", "description": "A tool.", "inputSchema": {"type": "obje
 def hostile_app(behaviour: dict[str, str], seen: dict[str, Any] | None = None) -> web.Application:
     """`behaviour[method]`: "hang" | "malformed" | "huge" | "cut" | "ok" (default), and for
     tools/list "paged" (a tool a page, `seen["pages"]` pages, endless when None). `seen` counts
-    the tools/call requests that arrived (`calls`) and may set the tool's `description` (a rug
-    pull between two syncs) and the `content` blocks its calls answer."""
+    the sessions begun (`sessions`, each named by `Mcp-Session-Id`) and the tools/call
+    requests that arrived (`calls`, and `calls_by_session`), and may set the tool's
+    `description` (a rug pull between two syncs) and the `content` blocks its calls answer."""
     seen = seen if seen is not None else {}
 
     async def mcp(request: web.Request) -> web.StreamResponse:
@@ -33,13 +34,18 @@ def hostile_app(behaviour: dict[str, str], seen: dict[str, Any] | None = None) -
             return web.Response(status=202)
         if method == "server/discover":
             return _json({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "no"}})
-        if method == "initialize":
+        if method == "initialize":  # each session named, so that calls say whose they are
+            seen["sessions"] = seen.get("sessions", 0) + 1
             return _json({"jsonrpc": "2.0", "id": rid, "result": {
                 "protocolVersion": msg["params"]["protocolVersion"],
                 "capabilities": {"tools": {"listChanged": True}},
-                "serverInfo": {"name": "hostile", "version": "1"}}})
+                "serverInfo": {"name": "hostile", "version": "1"}}},
+                headers={"Mcp-Session-Id": f"s-{seen['sessions']}"})
         if method == "tools/call":
             seen["calls"] = seen.get("calls", 0) + 1
+            by = seen.setdefault("calls_by_session", {})
+            session = request.headers.get("Mcp-Session-Id", "")
+            by[session] = by.get(session, 0) + 1
         what = behaviour.get(method, "ok")
         if what == "hang":  # until the server stops (its cleanup does not wait an hour)
             await request.app[STOPPING].wait()
@@ -88,8 +94,8 @@ def hostile_app(behaviour: dict[str, str], seen: dict[str, Any] | None = None) -
     return app
 
 
-def _json(body: dict[str, Any]) -> web.Response:
-    return web.Response(body=orjson.dumps(body), content_type="application/json")
+def _json(body: dict[str, Any], headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(body=orjson.dumps(body), content_type="application/json", headers=headers)
 
 
 async def start_hostile(behaviour: dict[str, str],

@@ -37,9 +37,10 @@ def upstream_settings(tmp_path: Path, commands: dict[str, Any] | None = None, **
 
 
 @contextlib.asynccontextmanager
-async def running_bridge(pool: Any, nats_url: str, database_url: str,
+async def bridge_replica(pool: Any, nats_url: str, database_url: str,
                          settings: UpstreamSettings) -> AsyncIterator[UpstreamBridge]:
-    """The bridge on its own NATS user (the `upstreams` role), as `toolproxy up` runs it."""
+    """One bridge on its own NATS connection (the `upstreams` role), as `toolproxy
+    upstream-bridge` runs it; several are replicas of one another (a queue group)."""
     nc = await connect(nats_url, name="test-upstreams", auth=role_auth("upstreams"))
     b = UpstreamBridge(pool, nc, settings, SecretBox(SecretStr(TEST_SECRETS_KEY), settings.data_dir),
                        Guard(SystemResolver()), database_url=database_url, heartbeat_s=0.5)
@@ -49,7 +50,17 @@ async def running_bridge(pool: Any, nats_url: str, database_url: str,
     finally:
         await b.close()
         await close_nats(nc)
-        # What the test registered leaves with it: the next tests' catalogs never show it.
+
+
+@contextlib.asynccontextmanager
+async def running_bridge(pool: Any, nats_url: str, database_url: str,
+                         settings: UpstreamSettings) -> AsyncIterator[UpstreamBridge]:
+    """The bridge for a test's length; what the test registered leaves with it, so the next
+    tests' catalogs never show it."""
+    try:
+        async with bridge_replica(pool, nats_url, database_url, settings) as b:
+            yield b
+    finally:
         await pool.execute("DELETE FROM tools WHERE name IN (SELECT tool_id FROM upstream_tools)")
         await pool.execute("DELETE FROM upstreams")
 
