@@ -22,7 +22,6 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from infra.lifecycle import cancel_and_wait
 from services.sdk.errors import ToolError, UpstreamTimeout
 from services.upstreams.errors import (
     AuthorizationUnavailable,
@@ -34,6 +33,7 @@ from services.upstreams.oauth import BearerAuth, TokenSource
 
 log = structlog.get_logger("toolproxy.upstreams.link")
 
+CLOSE_TIMEOUT_S = 5.0  # how long close() waits for the session loop to end
 MAX_LIST_PAGES = 50  # tools/list pages one sync follows (a cursor that never ends stops here)
 MAX_TOOLS = 1000
 CONNECT_TIMEOUT_S = 15.0
@@ -118,6 +118,7 @@ class Link:
         self._slots = asyncio.Semaphore(endpoint.max_concurrency)
         self._inflight = 0
         self._broken = asyncio.Event()
+        self._closing = False  # set by close(): the session loop ends whatever became of the cancel
         self.last_error: str | None = None
         self._auth_failure: ToolError | None = None  # why no token: answered at once, typed
         self._auth_failed = asyncio.Event()
@@ -140,16 +141,26 @@ class Link:
             self._task = asyncio.create_task(self._run(), name=f"upstream:{self.endpoint.name}")
 
     async def close(self) -> None:
+        """Ends the session loop. The MCP client runs anyio task groups, which may turn the
+        task's cancellation into an exception group or absorb it: the loop also stops on its
+        own flag (and the wait for a broken session ends), and the wait here is bounded."""
+        self._closing = True
+        self._broken.set()
         if self._task is not None:
-            with contextlib.suppress(Exception):  # how the session ended is logged by _run
-                await cancel_and_wait(self._task)
-            self._task = None
+            task, self._task = self._task, None
+            task.cancel()
+            done, _ = await asyncio.wait([task], timeout=CLOSE_TIMEOUT_S)
+            if not done:
+                log.warning("upstream_link_close_timeout", upstream=self.endpoint.name)
+            elif not task.cancelled() and task.exception() is not None:
+                log.info("upstream_link_closed_with", upstream=self.endpoint.name,
+                         error=_describe(task.exception()))
         if self.endpoint.tokens is not None:
             await self.endpoint.tokens.close()
 
     async def _run(self) -> None:
         backoff = 0.2
-        while True:
+        while not self._closing:
             try:
                 if self._precheck is not None:  # netguard, before every connection
                     await self._precheck()
@@ -165,6 +176,8 @@ class Link:
                 async with self._client_for() as client:
                     self._client, backoff = client, 0.2
                     self.last_error = None
+                    if self._closing:
+                        return
                     self._broken.clear()
                     self._connected.set()
                     self._health()
@@ -181,12 +194,16 @@ class Link:
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:  # noqa: BLE001 - anyio groups: any failure reconnects
+                if self._closing:  # a cancellation the client's task groups wrapped
+                    return
                 self.last_error = _describe(exc)
                 log.info("upstream_link_down", upstream=self.endpoint.name, error=self.last_error)
             finally:
                 self._client = None
                 self._connected.clear()
                 self._health()
+            if self._closing:
+                return
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 10.0)
 
