@@ -16,10 +16,12 @@ from tests.support.calls import bearer, grant, invoke
 from tests.support.upstream_servers import demo_server, redescribe, serve_http
 from tests.support.upstream_fixtures import bridge, settings  # noqa: F401  (fixtures)
 from tests.support.upstreams import (
+    bridge_replica,
     classified,
     get,
     governance_events,
     post,
+    probe_upstream,
     register,
     sync,
     unique,
@@ -222,16 +224,11 @@ async def test_an_upstream_tool_classified_for_approval_is_held_until_governance
     """`requires_approval` at classification: the call is held (202) and nothing reaches the
     upstream until governance approves; the resumed call runs once, a denied one never."""
     from tests.support.approvals import decide, resume
-    from tests.support.hostile_mcp import start_hostile
 
     admin, agent = token(agent="root", team="ops", role="admin"), token(team=team)
     gov = token(agent="gov", team=team, role="governance")
     seen: dict = {}
-    runner, url = await start_hostile({}, seen)  # behaves: answers "ok", counts the calls
-    try:
-        name = unique("held")
-        await register(client, admin, {"name": name, "transport": "streamable_http", "url": url})
-        await sync(client, admin, name)
+    async with probe_upstream(client, admin, seen, "held", classify=False) as name:
         status, body = await post(client, admin, f"/v1/admin/upstreams/{name}/tools/probe/classify",
                                   {"category": "B", "action": "write", "requires_approval": True})
         assert status == 200, body
@@ -249,8 +246,6 @@ async def test_an_upstream_tool_classified_for_approval_is_held_until_governance
             else:
                 assert status == 403 and body["status"] == "DENIED", body
         assert seen["calls"] == 1  # the approved call, once
-    finally:
-        await runner.cleanup()
 
 
 async def test_audio_and_embedded_resources_become_the_calls_artifacts(client, token, team, bridge) -> None:  # type: ignore[no-untyped-def]
@@ -259,8 +254,6 @@ async def test_audio_and_embedded_resources_become_the_calls_artifacts(client, t
     team only; the text stays inline."""
     import base64
 
-    from tests.support.hostile_mcp import start_hostile
-
     admin, agent = token(agent="root", team="ops", role="admin"), token(team=team)
     wav, blob = b"RIFF\x00\x00\x00\x00WAVEfmt ", bytes(range(256))
     seen: dict = {"content": [
@@ -268,12 +261,7 @@ async def test_audio_and_embedded_resources_become_the_calls_artifacts(client, t
         {"type": "audio", "data": base64.b64encode(wav).decode(), "mimeType": "audio/wav"},
         {"type": "resource", "resource": {"uri": "file:///notes.md", "mimeType": "text/markdown", "text": "# notes"}},
         {"type": "resource", "resource": {"uri": "file:///data.bin", "blob": base64.b64encode(blob).decode()}}]}
-    runner, url = await start_hostile({}, seen)
-    try:
-        name = unique("blocks")
-        await register(client, admin, {"name": name, "transport": "streamable_http", "url": url})
-        await sync(client, admin, name)
-        await classified(client, admin, name, "probe")
+    async with probe_upstream(client, admin, seen, "blocks") as name:
         status, body = await invoke(client, agent, f"{name}.probe", {})
         assert status == 200, body
         text, audio, notes, data = body["output"]["content"]
@@ -286,26 +274,16 @@ async def test_audio_and_embedded_resources_become_the_calls_artifacts(client, t
             assert r.status == 200 and await r.read() == want
         r = await client.get(f"/v1/artifacts/{audio['artifact_id']}", headers=bearer(token(team="someone-else")))
         assert r.status == 404  # another team's agent does not see it
-    finally:
-        await runner.cleanup()
 
 
 async def test_two_bridge_replicas_share_the_calls_and_either_serves_alone(  # type: ignore[no-untyped-def]
         client, token, team, bridge, db_pool, nats_url, database_url, up_settings) -> None:
     """Bridges are replicas (a NATS queue group), each with its own session to the upstream:
     calls are spread over both and each runs once; with one stopped, the other serves alone."""
-    from tests.support.hostile_mcp import start_hostile
-    from tests.support.upstreams import bridge_replica
-
     admin, agent = token(agent="root", team="ops", role="admin"), token(team=team)
     seen: dict = {}
-    runner, url = await start_hostile({}, seen)
-    try:
-        name = unique("twice")
+    async with probe_upstream(client, admin, seen, "twice") as name:
         async with bridge_replica(db_pool, nats_url, database_url, up_settings):
-            await register(client, admin, {"name": name, "transport": "streamable_http", "url": url})
-            await sync(client, admin, name)
-            await classified(client, admin, name, "probe")
             answers = await asyncio.gather(*(invoke(client, agent, f"{name}.probe", {}) for _ in range(24)))
             assert all(status == 200 for status, _ in answers), answers
             assert seen["calls"] == 24  # each call ran once
@@ -315,5 +293,3 @@ async def test_two_bridge_replicas_share_the_calls_and_either_serves_alone(  # t
         answers = await asyncio.gather(*(invoke(client, agent, f"{name}.probe", {}) for _ in range(8)))
         assert all(status == 200 for status, _ in answers), answers
         assert seen["calls"] == 32
-    finally:
-        await runner.cleanup()

@@ -117,3 +117,22 @@ async def governance_events(nats_url: str, upstream: str) -> AsyncIterator[list[
         yield heard
     finally:
         await close_nats(nc)
+
+
+@contextlib.asynccontextmanager
+async def probe_upstream(client: Any, admin: str, seen: dict[str, Any], prefix: str,
+                         classify: bool = True) -> AsyncIterator[str]:
+    """tests/support/hostile_mcp's server behaving (`seen` counts and shapes its answers),
+    registered, synced and its one tool `probe` classified A/read unless told not to: its name."""
+    from tests.support.hostile_mcp import start_hostile
+
+    runner, url = await start_hostile({}, seen)
+    try:
+        name = unique(prefix)
+        await register(client, admin, {"name": name, "transport": "streamable_http", "url": url})
+        await sync(client, admin, name)
+        if classify:
+            await classified(client, admin, name, "probe")
+        yield name
+    finally:
+        await runner.cleanup()
