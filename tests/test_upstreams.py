@@ -22,8 +22,6 @@ from tests.support.upstreams import (
     governance_events,
     post,
     probe_upstream,
-    register,
-    sync,
     unique,
     upstream_settings,
 )
