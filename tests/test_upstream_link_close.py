@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from services.upstreams.link import Breaker, Endpoint, Link
+from services.upstreams.breaker import Breaker
+from services.upstreams.link import Endpoint, Link
 from tests.support.waiting import until
 
 

@@ -19,7 +19,7 @@ from services.netguard.fetch import Fetcher
 from services.netguard.guard import Guard
 from services.netguard.resolver import SystemResolver
 from services.upstreams.config import UpstreamSettings
-from services.upstreams.endpoints import admission
+from services.upstreams.addresses import admission
 from services.upstreams.errors import GrantRefused
 from services.upstreams.oauth import OAuthConfig, TokenSource
 from tests.support.calls import invoke

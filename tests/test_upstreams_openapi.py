@@ -284,7 +284,7 @@ async def test_a_service_gets_at_most_its_max_concurrency_from_a_replica(up_sett
     from services.netguard.guard import Guard
     from services.netguard.resolver import SystemResolver
     from services.sdk.errors import UpstreamTimeout
-    from services.upstreams.link import Breaker
+    from services.upstreams.breaker import Breaker
     from services.upstreams.openapi_link import OpenApiEndpoint, OpenApiLink
     from tests.support.waiting import until
 

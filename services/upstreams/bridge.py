@@ -29,9 +29,11 @@ from services.upstreams import store
 from services.upstreams.catalog_entry import manifest_for
 from services.upstreams.config import UpstreamSettings
 from services.upstreams.definitions import MAX_DEFINITION_BYTES, definition_of, definition_size
-from services.upstreams.endpoints import check_url, endpoint
+from services.upstreams.addresses import check_url
+from services.upstreams.breaker import Breaker
+from services.upstreams.endpoints import endpoint
 from services.upstreams.errors import ToolChanged, UpstreamUnavailable
-from services.upstreams.link import Breaker, Link
+from services.upstreams.link import Link
 from services.upstreams.openapi_link import OpenApiLink, openapi_link
 from services.upstreams.results import to_result
 from wire import protocol as p

@@ -1,5 +1,5 @@
-"""From a registration to how it is reached: the URL checked by netguard (a non-public address
-only where TOOLPROXY_UPSTREAM_HOSTS names it), or the allowlisted command, confined."""
+"""From a registration to how the bridge reaches it over MCP: its URL with its header secret or
+OAuth token source, or the allowlisted command, confined."""
 
 from __future__ import annotations
 
@@ -12,51 +12,14 @@ import orjson
 from mcp.client.stdio import StdioServerParameters
 
 from infra.secret_box import SecretBox
-from services.netguard.fetch import Fetcher
 from services.netguard.guard import Guard
-from services.netguard.hosts import HostPattern, first_match
-from services.netguard.urls import parse_url
 from services.upstreams import commands
 from services.upstreams.config import UpstreamSettings
 from services.upstreams.link import Endpoint
-from services.upstreams.oauth import OAuthConfig, TokenSource
+from services.upstreams.oauth import token_source
 from services.upstreams.store import Upstream, sealed_name
 
 CONFINE = Path(__file__).with_name("confine.py")
-
-
-async def check_url(guard: Guard, url: str, allowed: list[HostPattern]) -> None:
-    """Raises netguard's UrlNotAllowed unless every address of the URL's host may be used."""
-    target = parse_url(url)
-    pattern = first_match(allowed, target)
-    if pattern is not None:
-        await guard.admit(target, [pattern], internal_ok=True)
-        return
-    exact = HostPattern(host=target.host, wildcard=False, port=target.port, any_port=False,
-                        ip=target.ip)
-    await guard.admit(target, [exact], internal_ok=False)
-
-
-def admission(url: str, allowed: list[HostPattern]) -> tuple[list[HostPattern], bool]:
-    """The allowlist and internal_ok netguard admits `url` with: an operator's pattern
-    (TOOLPROXY_UPSTREAM_HOSTS) may name a non-public address; anything else must be public."""
-    target = parse_url(url)
-    pattern = first_match(allowed, target)
-    if pattern is not None:
-        return [pattern], True
-    return [HostPattern(host=target.host, wildcard=False, port=target.port, any_port=False,
-                        ip=target.ip)], False
-
-
-def token_source(u: Upstream, settings: UpstreamSettings, box: SecretBox,
-                 guard: Guard | None) -> TokenSource | None:
-    """OAuth client credentials (sealed whole, no secret header): the upstream's token source."""
-    if u.secret_header or u.secret_sealed is None or u.secret_key_id is None or guard is None:
-        return None
-    config = OAuthConfig.from_sealed(box.open(sealed_name(u.name), u.secret_sealed, u.secret_key_id))
-    allowed = settings.host_patterns()
-    return TokenSource(u.name, config, Fetcher(guard, user_agent="toolproxy-upstreams"),
-                       lambda url: admission(url, allowed), timeout_s=u.timeout_ms / 1000)
 
 
 def endpoint(u: Upstream, settings: UpstreamSettings, box: SecretBox,

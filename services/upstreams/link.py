@@ -23,6 +23,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from services.sdk.errors import ToolError, UpstreamTimeout
+from services.upstreams.breaker import Breaker
 from services.upstreams.errors import (
     AuthorizationUnavailable,
     GrantRefused,
@@ -80,26 +81,6 @@ class Endpoint:
     max_concurrency: int = 8
     ping_every_s: float = 10.0  # an idle session is checked this often (availability follows it)
     tokens: TokenSource | None = None  # OAuth client credentials: each request carries its token
-
-
-class Breaker:
-    """Opens after `failures` in a row; while open, calls fail at once; one trial after `open_s`."""
-
-    def __init__(self, failures: int, open_s: float) -> None:
-        self._limit, self._open_s = failures, open_s
-        self._count, self._until = 0, 0.0
-
-    @property
-    def open(self) -> bool:
-        return self._count >= self._limit and time.monotonic() < self._until
-
-    def success(self) -> None:
-        self._count = 0
-
-    def failure(self) -> None:
-        self._count += 1
-        if self._count >= self._limit:
-            self._until = time.monotonic() + self._open_s
 
 
 class Link:

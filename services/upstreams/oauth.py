@@ -15,12 +15,17 @@ from urllib.parse import quote, urlencode
 import httpx2
 import orjson
 
+from infra.secret_box import SecretBox
 from services.netguard.errors import InvalidUrl, UrlNotAllowed
 from services.netguard.fetch import Fetcher
+from services.netguard.guard import Guard
 from services.netguard.hosts import HostPattern
 from services.netguard.urls import parse_url
 from services.sdk.errors import ToolError, UpstreamTimeout
+from services.upstreams.addresses import admission
+from services.upstreams.config import UpstreamSettings
 from services.upstreams.errors import AuthorizationUnavailable, GrantRefused
+from services.upstreams.store import Upstream, sealed_name
 
 MAX_TOKEN_ANSWER = 64 << 10  # a token answer read at most
 MAX_TOKEN = 16 << 10  # an access token's length at most
@@ -166,3 +171,14 @@ class BearerAuth(httpx2.Auth):
 
     def sync_auth_flow(self, request: httpx2.Request) -> Any:  # the bridge is async only
         raise RuntimeError("BearerAuth is async only")
+
+
+def token_source(u: Upstream, settings: UpstreamSettings, box: SecretBox,
+                 guard: Guard | None) -> TokenSource | None:
+    """OAuth client credentials (sealed whole, no secret header): the upstream's token source."""
+    if u.secret_header or u.secret_sealed is None or u.secret_key_id is None or guard is None:
+        return None
+    config = OAuthConfig.from_sealed(box.open(sealed_name(u.name), u.secret_sealed, u.secret_key_id))
+    allowed = settings.host_patterns()
+    return TokenSource(u.name, config, Fetcher(guard, user_agent="toolproxy-upstreams"),
+                       lambda url: admission(url, allowed), timeout_s=u.timeout_ms / 1000)

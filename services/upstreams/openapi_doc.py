@@ -8,8 +8,6 @@ from typing import Any
 
 import orjson
 import yaml
-from openapi_spec_validator import validate
-from openapi_spec_validator.validation.exceptions import OpenAPIValidationError
 
 from services.upstreams.errors import OpenApiRefused
 
@@ -79,6 +77,11 @@ def operations(doc: dict[str, Any]) -> list[dict[str, Any]]:
                              f"{count} operations; at most {MAX_OPERATIONS} are read")
     if not str(doc.get("openapi", "")).startswith(("3.0.", "3.1.")):
         raise OpenApiRefused("openapi_invalid", "only OpenAPI 3.0 and 3.1 documents are read")
+    # The validator (and the jsonschema machinery under it, ~8 MB) is loaded by the first
+    # document read, not by every process that imports this module (each proxy worker does).
+    from openapi_spec_validator import validate
+    from openapi_spec_validator.validation.exceptions import OpenAPIValidationError
+
     try:
         validate(doc)
     except OpenAPIValidationError as exc:

@@ -22,9 +22,9 @@ from services.sdk.errors import InvalidArgs, ToolError, UpstreamTimeout
 from services.sdk.service import ToolResult
 from services.upstreams.config import UpstreamSettings
 from services.upstreams.errors import OpenApiRefused, UpstreamError, UpstreamUnavailable
-from services.upstreams.endpoints import admission, token_source
-from services.upstreams.link import Breaker
-from services.upstreams.oauth import TokenSource
+from services.upstreams.addresses import admission
+from services.upstreams.breaker import Breaker
+from services.upstreams.oauth import TokenSource, token_source
 from services.upstreams.openapi_doc import MAX_DOCUMENT_BYTES, load, operations
 from services.upstreams.store import Upstream, sealed_name
 

@@ -26,7 +26,7 @@ from services.netguard.fetch import Fetcher
 from services.netguard.urls import MAX_URL_LENGTH
 from services.sdk import ToolError
 from services.upstreams import store
-from services.upstreams.endpoints import check_url
+from services.upstreams.addresses import check_url
 from services.upstreams.errors import OpenApiRefused as DocumentRefused
 from services.upstreams.openapi_doc import MAX_DOCUMENT_BYTES, load, operations
 from services.upstreams.openapi_link import OpenApiEndpoint, OpenApiLink

@@ -39,7 +39,7 @@ from services.sdk.errors import ManifestError
 from services.upstreams import commands, store
 from services.upstreams.catalog_entry import manifest_for
 from services.upstreams.definitions import catalog_name, suggestion
-from services.upstreams.endpoints import check_url
+from services.upstreams.addresses import check_url
 from services.upstreams.errors import CommandNotAllowed as CommandRefused
 from services.upstreams.oauth import OAuthConfig
 from wire.portable_schema import report as portability_report
