@@ -13,6 +13,8 @@ from datetime import datetime, timedelta, timezone
 import aiohttp
 import nats
 
+from infra.bus import close as close_nats
+from infra.bus import connect
 from proxy.core.catalog import Catalog
 from proxy.core.housekeeping import Housekeeping
 from proxy.core.idempotency import IdempotencyStore
@@ -24,6 +26,7 @@ from proxy.web.app import create_app
 from proxy.web.native import http_status
 from tests.support import fixture_services
 from tests.support.calls import bearer, invoke
+from tests.support.bus_auth import bare_url, role_auth
 from tests.support.journal_entries import call_start, ended
 from tests.support.settings import TEST_SECRET
 from tests.support.infra import ProxyProcess, embedded_nats
@@ -118,6 +121,19 @@ async def test_a_call_whose_ending_waits_in_the_stream_is_not_resolved_lost(db_p
                 await write_entries(conn, [dataclasses.replace(lost, call=dataclasses.replace(
                     lost.call, call_id=str(uuid.uuid4())), key=f"{uuid.uuid4()}:start")])
             await keeper.recover_lost_calls()
+            assert await db_pool.fetchval("SELECT count(*) FROM calls WHERE team_id = $1 AND status = 'RUNNING'",
+                                          team) == 2
+
+            # Connected, but the stream does not answer (this user may not use JetStream's API:
+            # the question times out): nothing is resolved either.
+            blind = await connect(bare_url(url), name="blind", auth=role_auth("agents"))
+            try:
+                keeper.journal = Journal(blind, db_pool, Metrics(), writer=False)
+                assert keeper.journal.connected
+                await keeper.recover_lost_calls()
+            finally:
+                await keeper.journal.close()
+                await close_nats(blind)
             assert await db_pool.fetchval("SELECT count(*) FROM calls WHERE team_id = $1 AND status = 'RUNNING'",
                                           team) == 2
         finally:

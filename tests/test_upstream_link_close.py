@@ -43,6 +43,7 @@ async def test_close_ends_the_session_loop_whatever_the_client_does_with_the_can
     link._client_for = lambda: _Session(on_cancel, opened)  # type: ignore[method-assign]
     link.start()
     assert await until(lambda: link.healthy, 5.0), "the session never came up"
+    loop = link._task
+    assert loop is not None
     await asyncio.wait_for(link.close(), 3)
-    await asyncio.sleep(0.5)  # past the loop's first backoff: a loop still running would reopen
-    assert opened == [1] and not link.healthy
+    assert loop.done() and opened == [1] and not link.healthy  # ended: it cannot open another
