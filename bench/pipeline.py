@@ -109,6 +109,7 @@ class Wrk:
     connections: int
     seconds: float
     requests: int = 0
+    load_s: float = 0.0  # from wrk's first request to its last answer, as wrk reports it
     rps: float = 0.0
     p50_ms: float = 0.0
     p99_ms: float = 0.0
@@ -137,7 +138,10 @@ def wrk(label: str, url: str, lua: str, headers: dict[str, str], connections: in
     out = subprocess.run([*argv, url], capture_output=True, text=True, check=True).stdout
     os.unlink(f.name)
     r = Wrk(label, connections, seconds)
-    r.requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+    m = re.search(r"(\d+) requests in ([\d.]+)(ms|s|m)\b", out)
+    assert m, out
+    r.requests = int(m.group(1))
+    r.load_s = float(m.group(2)) * {"ms": 0.001, "s": 1.0, "m": 60.0}[m.group(3)]
     r.rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
     r.p50_ms = _ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
     r.p99_ms = _ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))  # type: ignore[union-attr]
@@ -165,17 +169,18 @@ async def measured(label: str, stack, sampler: Sampler, url: str, lua: str,  # t
     before = await recorded(stack.database_url, teams)
     counted = await snapshot(stack.url)
     sampler.mark()
-    t0 = time.monotonic()
     async with sampler.sampling():
         r = await asyncio.to_thread(wrk, label, url, lua, headers, connections, seconds)
     t_end = time.monotonic()
     while await recorded(stack.database_url, teams) - before < r.requests:
         if time.monotonic() - t_end > 120:
             break
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.01)
     done = time.monotonic()
     r.drain_s = done - t_end
-    r.sustained_rps = r.requests / (done - t0)
+    # Over the load and the catch-up after it: wrk's own span of the load (its process's start
+    # is no part of the stack's time), then from wrk's exit until usage had every call.
+    r.sustained_rps = r.requests / (r.load_s + r.drain_s)
     r.cpu_ms_per_call = {k: 1000 * v / max(1, r.requests) for k, v in sampler.since_mark().items()}
     r.counts = delta(counted, await snapshot(stack.url))
     return r
@@ -183,7 +188,7 @@ async def measured(label: str, stack, sampler: Sampler, url: str, lua: str,  # t
 
 def line(r: Wrk) -> str:
     extra = "" if r.sustained_rps is None else (
-        f"   sustained {r.sustained_rps:>7.0f} req/s (usage caught up {r.drain_s:4.1f}s after)")
+        f"   sustained {r.sustained_rps:>7.0f} req/s (usage caught up {1000 * r.drain_s:3.0f} ms after)")
     return (f"{r.label:<40} {r.rps:>8.0f} req/s  p50 {r.p50_ms:>7.2f} ms  p99 {r.p99_ms:>7.2f} ms"
             f"  non-2xx {r.non_2xx}{extra}")
 
@@ -252,6 +257,7 @@ async def main(seconds: float, workers: int, rounds: int, with_mcp: bool) -> Non
             tool_runs = [await measured(f"tools mix, c={c}", stack, sampler, stack.url, tools, {}, c, seconds,
                                         teams=teams) for c in (32, 1)]
             pss_mb = sampler.rss_mb()
+            pss_groups = {k: v / (1 << 20) for k, v in sampler.peak_groups.items()}
             pg_conns = await _pg_connections(stack.database_url)
     finally:
         remove(stack)
@@ -295,6 +301,8 @@ async def main(seconds: float, workers: int, rounds: int, with_mcp: bool) -> Non
         print(f"    {describe(r.counts)}; CPU {sum(r.cpu_ms_per_call.values()):.2f} ms/call")
     print(f"\npeak memory of the stack during the runs (PSS, sampled each second): {pss_mb:.0f} MB; "
           f"Postgres connections at the end: {pg_conns}")
+    print("  of which, in the sample of the peak: " + ", ".join(
+        f"{k} {v:.0f}" for k, v in sorted(pss_groups.items(), key=lambda kv: -kv[1])) + " MB")
 
 
 def sum_counts(counts: list[dict[str, Counter[str]]]) -> dict[str, Counter[str]]:

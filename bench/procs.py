@@ -52,6 +52,7 @@ class Sampler:
         self.groups = groups
         self._mark: dict[str, float] = {}
         self.peak_rss = 0
+        self.peak_groups: dict[str, int] = {}  # each group's PSS in the sample of the peak
 
     @classmethod
     def of_stack(cls, stack) -> Sampler:  # type: ignore[no-untyped-def]
@@ -60,17 +61,19 @@ class Sampler:
     def cpu(self) -> dict[str, float]:
         """CPU seconds per group, the exited-and-waited-for children included."""
         out: dict[str, float] = {}
-        rss = 0
+        groups: dict[str, int] = {}
         for name, root in self.groups.items():
             total = 0.0
+            groups[name] = 0
             for pid in _descendants(root):
                 f = _stat(pid)
                 if f is None:
                     continue
                 total += (int(f[11]) + int(f[12]) + int(f[13]) + int(f[14])) / _TICK
-                rss += _pss(pid, int(f[21]) * _PAGE)
+                groups[name] += _pss(pid, int(f[21]) * _PAGE)
             out[name] = total
-        self.peak_rss = max(self.peak_rss, rss)
+        if sum(groups.values()) > self.peak_rss:
+            self.peak_rss, self.peak_groups = sum(groups.values()), groups
         return out
 
     def mark(self) -> None:

@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cli.common import CliError, admin_token, call_api, data_dir_of, stack_url
+from cli.common import admin_token, call_api, data_dir_of, stack_url
+from cli.errors import CliError
 
 # An agent that takes free text: what `add` registers without --schema.
 DEFAULT_SCHEMA: dict[str, Any] = {

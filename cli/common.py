@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 
 import aiohttp
 
+from cli.errors import CliError
 from proxy.config import Settings
 from proxy.identity.dev import keys_file
 from proxy.identity.devkeys import LEGACY_KEY_FILE
@@ -18,10 +19,6 @@ from proxy.identity.tokens import mint
 RUNTIME_FILE = "runtime.json"
 CLI_AGENT = "toolproxy-cli"
 CLI_TEAM = "toolproxy-admin"
-
-
-class CliError(Exception):
-    """Printed as one line on stderr, exit code 1."""
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

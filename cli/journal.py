@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from cli.common import CliError, admin_token, call_api, data_dir_of, stack_url
+from cli.common import admin_token, call_api, data_dir_of, stack_url
+from cli.errors import CliError
 
 
 def cmd_journal(a: argparse.Namespace) -> int:

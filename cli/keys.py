@@ -10,7 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cli.common import CliError, data_dir_of
+from cli.common import data_dir_of
+from cli.errors import CliError
 from proxy.config import Settings
 from proxy.identity import devkeys
 

@@ -8,7 +8,7 @@ import time
 
 import asyncpg
 
-from cli.common import CliError
+from cli.errors import CliError
 from infra.db import load_migrations
 
 

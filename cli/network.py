@@ -7,7 +7,8 @@ import asyncio
 import sys
 from collections.abc import Callable
 
-from cli.common import CliError, admin_token, call_api, data_dir_of, stack_url
+from cli.common import admin_token, call_api, data_dir_of, stack_url
+from cli.errors import CliError
 
 Add = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
 

@@ -9,7 +9,8 @@ import os
 import sys
 from pathlib import Path
 
-from cli.common import CliError, admin_token, call_api, data_dir_of, stack_url
+from cli.common import admin_token, call_api, data_dir_of, stack_url
+from cli.errors import CliError
 from services.plugins.bundle import load_bundle
 from services.plugins.errors import BundleError
 

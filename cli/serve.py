@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from cli.common import CliError
+from cli.errors import CliError
 from infra.embedded.child import Child
 from infra.embedded.ports import port_is_free
 from infra.secret_box import KEY_FILE as SECRETS_KEY_FILE

@@ -8,7 +8,8 @@ import json
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from cli.common import CliError, admin_token, call_api, data_dir_of, stack_url
+from cli.common import admin_token, call_api, data_dir_of, stack_url
+from cli.errors import CliError
 
 
 def _json_arg(name: str, text: str | None) -> Any:

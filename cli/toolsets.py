@@ -9,7 +9,8 @@ import os
 from typing import Any
 from urllib.parse import quote
 
-from cli.common import CliError, admin_token, call_api, data_dir_of, stack_url
+from cli.common import admin_token, call_api, data_dir_of, stack_url
+from cli.errors import CliError
 
 
 def _line(s: dict[str, Any]) -> str:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import aiohttp
 
-from cli.common import RUNTIME_FILE, CliError, write_runtime
+from cli.common import RUNTIME_FILE, write_runtime
+from cli.errors import CliError
 from infra.call_keys import PRIVATE_ENV, PRIVATE_FILE_ENV, PUBLIC_ENV, PUBLIC_FILE_ENV, ensure_pair
 from services.served import SERVED_TOOLS
 from infra.db import migrate

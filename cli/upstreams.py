@@ -7,7 +7,8 @@ import asyncio
 import os
 from typing import Any
 
-from cli.common import CliError, admin_token, call_api, data_dir_of, stack_url
+from cli.common import admin_token, call_api, data_dir_of, stack_url
+from cli.errors import CliError
 
 
 def _line(u: dict[str, Any]) -> str:

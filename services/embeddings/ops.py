@@ -24,6 +24,7 @@ import hashlib
 import math
 import unicodedata
 from functools import lru_cache
+from typing import Any
 
 import regex
 
@@ -84,3 +85,9 @@ def cosine(a: list[float], b: list[float]) -> float:
     dot = sum(x * y for x, y in zip(a, b, strict=True))
     na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(y * y for y in b))
     return dot / (na * nb) if na and nb else 0.0
+
+
+def answer(args: dict[str, Any]) -> dict[str, Any]:
+    """The tool's output for its (validated) arguments: what the service's worker process runs."""
+    texts = [args["text"]] if "text" in args else args["texts"]
+    return {"model": MODEL, "dimensions": DIMENSIONS, "embeddings": embed_many(texts)}

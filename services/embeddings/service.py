@@ -4,25 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.embeddings import ops
 from services.embeddings.manifests import MANIFEST
-from services.embeddings.ops import DIMENSIONS, MODEL, EmbeddingError, embed_many
+from services.embeddings.ops import EmbeddingError
 from services.sdk import CallContext, Service, ToolError
 from services.sdk.service import ToolDef
 
 
-def run(args: dict[str, Any]) -> dict[str, Any]:
-    texts = [args["text"]] if "text" in args else args["texts"]
-    return {"model": MODEL, "dimensions": DIMENSIONS, "embeddings": embed_many(texts)}
-
-
 async def _embeddings(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     try:
-        return await ctx.run_cpu(run, args)  # type: ignore[no-any-return]
+        return await ctx.run_cpu(ops.answer, args)  # type: ignore[no-any-return]
     except EmbeddingError as exc:
         raise ToolError(str(exc)) from None
 
 
-embeddings_tool = ToolDef(manifest=MANIFEST, handler=_embeddings)
+embeddings_tool = ToolDef(manifest=MANIFEST, handler=_embeddings, cpu_module=ops.__name__)
 
 
 def service() -> Service:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import regex
 
@@ -105,3 +106,13 @@ def summarize(text: str, max_sentences: int = DEFAULT_SENTENCES) -> Summary:
     scores = [sum(counts[w] for w in ws) / top / math.sqrt(len(ws)) if ws else 0.0 for ws in words]
     ranked = sorted(range(len(sentences)), key=lambda i: (-scores[i], i))[:max_sentences]
     return Summary([sentences[i] for i in sorted(ranked)], len(sentences))
+
+
+def answer(args: dict[str, Any]) -> dict[str, Any]:
+    """The tool's output for its (validated) arguments: what the service's worker process runs."""
+    summary = summarize(args["text"], args.get("max_sentences", DEFAULT_SENTENCES))
+    return {
+        "summary": summary.text,
+        "sentences": summary.sentences,
+        "sentence_count": summary.sentence_count,
+    }

@@ -4,31 +4,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.memory import ops
 from services.memory.manifests import MANIFEST
-from services.memory.ops import DEFAULT_SENTENCES, SummaryError, summarize
+from services.memory.ops import SummaryError
 from services.sdk import CallContext, Service, ToolError
 from services.sdk.service import ToolDef
-
-
-def run(args: dict[str, Any]) -> dict[str, Any]:
-    summary = summarize(args["text"], args.get("max_sentences", DEFAULT_SENTENCES))
-    return {
-        "summary": summary.text,
-        "sentences": summary.sentences,
-        "sentence_count": summary.sentence_count,
-    }
 
 
 async def _memory(args: dict[str, Any], ctx: CallContext) -> dict[str, Any]:
     try:
         # Up to 100k characters of regex splitting and counting: off the event loop (in the
         # service's worker process, so it never holds the GIL other tools need).
-        return await ctx.run_cpu(run, args)  # type: ignore[no-any-return]
+        return await ctx.run_cpu(ops.answer, args)  # type: ignore[no-any-return]
     except SummaryError as exc:
         raise ToolError(str(exc)) from None
 
 
-memory_tool = ToolDef(manifest=MANIFEST, handler=_memory)
+memory_tool = ToolDef(manifest=MANIFEST, handler=_memory, cpu_module=ops.__name__)
 
 
 def service() -> Service:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import multiprocessing
 import os
-import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -25,6 +23,7 @@ from pydantic import ValidationError
 from infra import log_context
 from wire import protocol as p
 from infra.nats_direct import subscribe_direct
+from infra.worker_processes import warm, watch_parent
 from services.sdk.errors import BadRequest, DeadlineExceeded, InvalidArgs, ManifestError, ToolError
 from services.sdk.fairness import TeamSlots
 from services.sdk.trust import CallTrust
@@ -85,6 +84,10 @@ class ToolDef:
     handler: Handler
     _validator: SchemaValidator | None = None
     prepare: Handler | None = None  # required by (and only with) manifest.approval_preview
+    # The module of the functions the handler runs with `run_cpu`: the service's worker
+    # processes import it as they start (default: the handler's own module). A module of pure
+    # logic keeps each worker small: it never loads the SDK, NATS or pydantic.
+    cpu_module: str | None = None
 
     def check_args(self, args: dict[str, Any]) -> None:
         """Defense in depth: the proxy validated already, but a service never trusts the bus."""
@@ -176,7 +179,7 @@ class Service:
         if self.cpu_workers > 0 and self._executor is None:
             self._executor = ProcessPoolExecutor(
                 self.cpu_workers, mp_context=multiprocessing.get_context("spawn"),
-                initializer=_watch_parent, initargs=(os.getpid(),))
+                initializer=watch_parent, initargs=(os.getpid(),))
         for t in self.tools:
             sub = await subscribe_direct(nc, p.invoke_subject(t.manifest.tool_id),
                                          self._dispatcher(t), queue=p.queue_group(t.manifest.tool_id))
@@ -196,10 +199,10 @@ class Service:
             # The worker processes start (and import the handlers' modules) now, in the
             # background: the first calls queue behind this rather than start them.
             loop = asyncio.get_running_loop()
-            modules = sorted({t.handler.__module__ for t in self.tools})
+            modules = sorted({t.cpu_module or t.handler.__module__ for t in self.tools})
             for m in modules:
                 for _ in range(self.cpu_workers):
-                    loop.run_in_executor(self._executor, _warm, m)
+                    loop.run_in_executor(self._executor, warm, m)
 
     async def stop(self) -> None:
         if self._heartbeat is not None:
@@ -356,23 +359,6 @@ class Service:
                 "provenance_refs": result.provenance_refs,
             }
         return {"ok": True, "output": result}
-
-
-def _watch_parent(parent: int) -> None:
-    """In a worker process: exit as soon as the service's process is gone, even killed (a
-    process pool's workers otherwise outlive a parent that could not shut them down)."""
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(0)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-
-
-def _warm(module: str) -> None:
-    """In a worker process: import a handler's module before the first call needs it."""
-    importlib.import_module(module)
 
 
 def _short(text: str, limit: int = 200) -> str:

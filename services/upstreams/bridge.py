@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import asyncpg
 import orjson
@@ -31,12 +31,12 @@ from services.upstreams.config import UpstreamSettings
 from services.upstreams.definitions import MAX_DEFINITION_BYTES, definition_of, definition_size
 from services.upstreams.addresses import check_url
 from services.upstreams.breaker import Breaker
-from services.upstreams.endpoints import endpoint
 from services.upstreams.errors import ToolChanged, UpstreamUnavailable
-from services.upstreams.link import Link
 from services.upstreams.openapi_link import OpenApiLink, openapi_link
-from services.upstreams.results import to_result
 from wire import protocol as p
+
+if TYPE_CHECKING:  # the MCP client loads with the first MCP upstream, not with the bridge
+    from services.upstreams.link import Link
 
 log = structlog.get_logger("toolproxy.upstreams")
 
@@ -138,6 +138,9 @@ class UpstreamBridge:
         if u.transport == "openapi":
             served = _Served(upstream=u, link=openapi_link(u, self._settings, self._box, self._guard))
             return served
+        from services.upstreams.endpoints import endpoint
+        from services.upstreams.link import Link
+
         ep = endpoint(u, self._settings, self._box, self._guard)
         served: _Served
 
@@ -206,6 +209,8 @@ class UpstreamBridge:
             budget = ctx.remaining() - MARGIN_S
             if isinstance(s.link, OpenApiLink):
                 return await s.link.call(pinned, args, max(min(budget, s.link.endpoint.timeout_s), 0.05))
+            from services.upstreams.results import to_result
+
             result = await s.link.call_tool(tool, args, max(min(budget, s.link.endpoint.timeout_s), 0.05))
             return await to_result(result, ctx, self._pool, upstream=s.upstream.name, tool=tool,
                                    max_bytes=self._settings.upstream_max_result_bytes)
