@@ -52,6 +52,7 @@ if KEY:
     from infra.call_keys import private_key
     from wire import call_context as cc
     KEY = private_key(KEY)
+    SEALER = cc.Sealer(KEY)  # the primitive the proxy signs with (proxy.core.signing)
 
 async def main():
     nc = await nats.connect(URL)
@@ -107,8 +108,8 @@ async def main():
                    "Toolproxy-Team-Id": ctx.get("team_id") or "", "Toolproxy-Agent-Id": "bench-agent",
                    "Toolproxy-Deadline": str(deadline_ms)}
         if KEY:
-            headers[cc.H_CALL_CONTEXT] = cc.seal(
-                KEY, subject="tools.math.invoke", body=payload, exp_ms=deadline_ms,
+            headers[cc.H_CALL_CONTEXT] = SEALER.seal(
+                subject="tools.math.invoke", body=payload, exp_ms=deadline_ms,
                 now_ms=int(time.time() * 1000), fields={
                     "call": call_id, "decision": call_id, "team": ctx.get("team_id"),
                     "agent": "bench-agent", "run": ctx.get("agent_run_id"), "turn": None,

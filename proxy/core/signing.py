@@ -18,8 +18,8 @@ class ContextSigner:
     """Holds the private key; only the proxy has one."""
 
     def __init__(self, key: Ed25519PrivateKey) -> None:
-        self._key = key
-        self.key_id = cc.key_id(key.public_key())
+        self._sealer = cc.Sealer(key)
+        self.key_id = self._sealer.kid
 
     @classmethod
     def from_text(cls, text: str) -> ContextSigner:
@@ -30,6 +30,5 @@ class ContextSigner:
                   "agent": meta.agent_id, "run": meta.run_id, "turn": meta.turn_id,
                   "confidential": meta.confidential, "approval": meta.approval,
                   "approval_ref": meta.approval_ref, "replica": meta.replica}
-        return cc.seal(self._key, subject=subject, body=body,
-                       exp_ms=int(deadline_epoch_s * 1000), now_ms=int(time.time() * 1000),
-                       fields=fields)
+        return self._sealer.seal(subject=subject, body=body, exp_ms=int(deadline_epoch_s * 1000),
+                                 now_ms=int(time.time() * 1000), fields=fields)

@@ -24,7 +24,7 @@ class CallTrust:
     def __init__(self, keys: dict[str, Ed25519PublicKey], *, max_seen: int = MAX_SEEN) -> None:
         if not keys:
             raise ValueError("a service needs at least one trusted call-context key")
-        self._keys = dict(keys)
+        self._keys = cc.verifying_keys(keys)
         self._max_seen = max_seen
         self._seen: set[str] = set()
         self._expiry: list[tuple[int, str]] = []  # (expires ms, nonce), a heap
