@@ -96,16 +96,19 @@ def asset_missing(exc: BaseException) -> bool:
 
 
 async def store(inbox: Inbox, subject: str, data: bytes, *, msg_id: str,
-                timeout_s: float, meanwhile: Meanwhile | None = None) -> dict[str, Any]:
+                timeout_s: float, meanwhile: Meanwhile | None = None,
+                headers: dict[str, str] | None = None) -> dict[str, Any]:
     """A message stored by the stream that takes its subject, as nats-py's JetStream publish
     does it, without its costs per call (its request machinery, the standard library's JSON,
     the acknowledgement's dataclass): the stream's acknowledgement, as it answered it. Raises
     what nats-py's would: NoStreamResponseError (no stream takes the subject), APIError (the
     stream refused it), nats-py's TimeoutError. `meanwhile` runs while the stream stores it
-    (see infra.nats_inbox; the caller finishes it)."""
+    (see infra.nats_inbox; the caller finishes it). `headers`: more of JetStream's own (an
+    expected last sequence)."""
+    sent = {"Nats-Msg-Id": msg_id} if headers is None else {**headers, "Nats-Msg-Id": msg_id}
     try:
-        msg = await inbox.request(subject, data, timeout_s=timeout_s,
-                                  headers={"Nats-Msg-Id": msg_id}, meanwhile=meanwhile)
+        msg = await inbox.request(subject, data, timeout_s=timeout_s, headers=sent,
+                                  meanwhile=meanwhile)
     except NoRespondersError:
         raise NoStreamResponseError from None
     ack: dict[str, Any] = orjson.loads(msg.data)

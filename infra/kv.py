@@ -36,7 +36,8 @@ from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from infra.ids import new_hex
-from infra.jetstream import RIDE_OUT_S, asset_missing, backoff, in_election
+from infra.jetstream import RIDE_OUT_S, asset_missing, backoff, in_election, store
+from infra.nats_inbox import Inbox
 
 Step = Callable[[bytes | None], tuple[bytes | None, Any]]
 Ensure = Callable[[], Awaitable[None]]
@@ -44,6 +45,7 @@ Ensure = Callable[[], Awaitable[None]]
 _MAX_ATTEMPTS = 16
 _CACHE_MAX = 50_000
 _WRONG_LAST_SEQUENCE = (10071, 10164)
+_V1_TOKENS = 9  # a JetStream reply subject without domain and account hash
 _KV_OPERATION = "KV-Operation"  # on a delete or purge marker  # JetStream's error codes for a refused compare-and-set
 
 
@@ -64,6 +66,11 @@ class CasStore:
         # published directly, with headers KeyValue.update does not let us set.
         self._js, self._prefix = kv._js, kv._pre
         self._nc = self._js._nc  # a timeout with the connection lost is not asked again
+        # Writes go through an inbox of the store's own, their acknowledgements read with
+        # orjson (infra.jetstream.store), not nats-py's request and dataclass; within the
+        # JetStream context's timeout, as nats-py's publish would.
+        self._inbox = Inbox(self._nc)
+        self._timeout_s = float(self._js._timeout)
         self._on_missing = on_missing
         self._known: OrderedDict[str, tuple[bytes | None, int]] = OrderedDict()
         self._queued: dict[str, list[tuple[Step, asyncio.Future[Any]]]] = {}
@@ -120,7 +127,7 @@ class CasStore:
         known = self._known.get(key)
         if known is None:
             return  # a key this process has not used: read when it is
-        revision = msg.metadata.sequence.stream
+        revision = stream_sequence(msg)
         if revision <= known[1]:
             return  # this process's own write, or older than what it knows
         deleted = msg.headers is not None and msg.headers.get(_KV_OPERATION) is not None
@@ -131,6 +138,7 @@ class CasStore:
             follower, self._follower = self._follower, None
             with contextlib.suppress(Exception):
                 await follower.unsubscribe()
+        await self._inbox.close()
 
     def forget(self) -> None:
         """Drop remembered revisions (the bucket was re-created: they mean nothing now)."""
@@ -200,18 +208,19 @@ class CasStore:
                     timed_out = results  # it may have landed: only this message may go again
                 compute = False  # the same message again
                 continue
-            if ack.duplicate:  # the write whose answer was lost had landed: its results stand
+            if ack.get("duplicate"):  # the write whose answer was lost had landed: its results stand
                 self._known.pop(key, None)
                 return timed_out if timed_out is not None else results
-            self._remember(key, current, int(ack.seq))
+            self._remember(key, current, int(ack["seq"]))
             return results
         raise Contended(key)
 
-    async def _publish(self, key: str, value: bytes, last: int, msg_id: str) -> Any:
+    async def _publish(self, key: str, value: bytes, last: int, msg_id: str) -> dict[str, Any]:
         """Write `value` if the key is still at revision `last`: JetStream's acknowledgement."""
-        headers = {Header.EXPECTED_LAST_SUBJECT_SEQUENCE: str(last), Header.MSG_ID: msg_id}
         try:
-            return await self._js.publish(self._prefix + key, value, headers=headers)
+            return await store(self._inbox, self._prefix + key, value, msg_id=msg_id,
+                               timeout_s=self._timeout_s,
+                               headers={Header.EXPECTED_LAST_SUBJECT_SEQUENCE: str(last)})
         except APIError as exc:
             if exc.err_code in _WRONG_LAST_SEQUENCE:
                 raise KeyWrongLastSequenceError(description=exc.description) from exc
@@ -250,3 +259,17 @@ class CasStore:
         self._known.move_to_end(key)
         if len(self._known) > _CACHE_MAX:
             self._known.popitem(last=False)
+
+
+def stream_sequence(msg: Msg) -> int:
+    """A JetStream message's sequence in its stream, read from its reply subject alone (nats-py's
+    `metadata` also builds its timestamp and two dataclasses, on every message followed):
+    `$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>...`, or with a domain and an account
+    hash after `ACK` (two more tokens before the same fields)."""
+    tokens = (msg.reply or "").split(".")
+    if tokens[:2] == ["$JS", "ACK"]:
+        if len(tokens) == _V1_TOKENS:
+            return int(tokens[5])
+        if len(tokens) >= _V1_TOKENS + 2:
+            return int(tokens[7])
+    return int(msg.metadata.sequence.stream)  # not a JetStream reply: nats-py raises

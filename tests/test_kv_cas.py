@@ -16,21 +16,21 @@ from infra.kv import CasStore
 
 
 class LateReplies:
-    """A JetStream context whose next `lose` publishes reach the server (`deliver`) or not,
-    and whose acknowledgements never reach the caller: what a reply past the timeout is."""
+    """The store's inbox, whose next `lose` writes reach the server (`deliver`) or not, and
+    whose acknowledgements never reach the caller: what a reply past the timeout is."""
 
-    def __init__(self, js: Any, lose: int, deliver: bool) -> None:
-        self._js, self.lose, self.deliver, self.sent = js, lose, deliver, 0
+    def __init__(self, inbox: Any, lose: int, deliver: bool) -> None:
+        self._inbox, self.lose, self.deliver, self.sent = inbox, lose, deliver, 0
 
-    async def publish(self, subject: str, payload: bytes, headers: dict[str, str]) -> Any:
+    async def request(self, subject: str, payload: bytes, **kw: Any) -> Any:
         self.sent += 1
         if self.lose > 0:
             self.lose -= 1
             if self.deliver:
                 with contextlib.suppress(Exception):  # whatever the server said, nobody hears it
-                    await self._js.publish(subject, payload, headers=headers)
+                    await self._inbox.request(subject, payload, **kw)
             raise NatsTimeout
-        return await self._js.publish(subject, payload, headers=headers)
+        return await self._inbox.request(subject, payload, **kw)
 
 
 def increment(raw: bytes | None) -> tuple[bytes, int]:
@@ -41,7 +41,7 @@ def increment(raw: bytes | None) -> tuple[bytes, int]:
 async def test_a_write_whose_acknowledgement_was_lost_is_applied_once(kv_bucket) -> None:
     store = CasStore(kv_bucket)
     assert await store.change("k", increment) == 1
-    store._js = late = LateReplies(store._js, lose=1, deliver=True)
+    store._inbox = late = LateReplies(store._inbox, lose=1, deliver=True)
     assert await store.change("k", increment) == 2  # the same message again: a duplicate
     # Servers before 2.11 dedupe the same copy; later ones first refuse its stale revision, and
     # dedupe the copy recomputed on the value read again.
@@ -52,7 +52,7 @@ async def test_a_write_whose_acknowledgement_was_lost_is_applied_once(kv_bucket)
 
 async def test_a_write_that_never_arrived_is_sent_again(kv_bucket) -> None:
     store = CasStore(kv_bucket)
-    store._js = late = LateReplies(store._js, lose=1, deliver=False)
+    store._inbox = late = LateReplies(store._inbox, lose=1, deliver=False)
     assert await store.change("k", increment) == 1
     assert late.sent == 2 and await store.read("k") == b"1"
 
@@ -60,14 +60,14 @@ async def test_a_write_that_never_arrived_is_sent_again(kv_bucket) -> None:
 async def test_timeouts_are_ridden_out_under_one_message_id(kv_bucket) -> None:
     """As while a replicated bucket elects a leader: each copy may land, all count once."""
     store = CasStore(kv_bucket)
-    store._js = late = LateReplies(store._js, lose=3, deliver=True)
+    store._inbox = late = LateReplies(store._inbox, lose=3, deliver=True)
     assert await store.change("k", increment) == 1
     assert late.sent >= 4 and await store.read("k") == b"1"
 
 
 async def test_past_the_ride_out_the_change_fails_and_applies_at_most_once(kv_bucket) -> None:
     store = CasStore(kv_bucket, ride_out_s=0.3)
-    store._js = LateReplies(store._js, lose=1000, deliver=True)
+    store._inbox = LateReplies(store._inbox, lose=1000, deliver=True)
     with pytest.raises(asyncio.TimeoutError):
         await store.change("k", increment)
     assert await store.read("k") == b"1"  # every copy carried one message id: stored once
@@ -101,7 +101,7 @@ async def test_a_read_that_timed_out_is_asked_again(kv_bucket) -> None:
 
 async def test_a_timeout_with_the_connection_lost_fails_at_once(kv_bucket, nats_url) -> None:
     store = CasStore(kv_bucket)
-    store._js = late = LateReplies(store._js, lose=1, deliver=False)
+    store._inbox = late = LateReplies(store._inbox, lose=1, deliver=False)
     gone = await nats.connect(nats_url)
     await gone.close()
     store._nc = gone  # a client whose connection is lost, as this one's would be
@@ -122,14 +122,14 @@ async def test_a_read_timeout_with_the_connection_lost_fails_at_once(kv_bucket, 
 
 
 class Counting:
-    """A JetStream context counting the writes a store sends."""
+    """A store's inbox counting the writes it sends."""
 
-    def __init__(self, js: Any) -> None:
-        self._js, self.sent = js, 0
+    def __init__(self, inbox: Any) -> None:
+        self._inbox, self.sent = inbox, 0
 
-    async def publish(self, subject: str, payload: bytes, headers: dict[str, str]) -> Any:
+    async def request(self, subject: str, payload: bytes, **kw: Any) -> Any:
         self.sent += 1
-        return await self._js.publish(subject, payload, headers=headers)
+        return await self._inbox.request(subject, payload, **kw)
 
 
 async def test_a_following_store_builds_on_anothers_write_without_failing_first(kv_bucket) -> None:
@@ -145,7 +145,7 @@ async def test_a_following_store_builds_on_anothers_write_without_failing_first(
                 if follower._known["k"][0] == str(n).encode():
                     break
                 await asyncio.sleep(0.01)
-            follower._js = counting = Counting(follower._js)
+            follower._inbox = counting = Counting(follower._inbox)
             reads = 0
             real_read = follower._read
 
@@ -157,10 +157,24 @@ async def test_a_following_store_builds_on_anothers_write_without_failing_first(
             follower._read = read  # type: ignore[method-assign]
             assert await follower.change("k", increment) == n + 1
             assert (counting.sent, reads) == (1, 0)
-            follower._js, follower._read = counting._js, real_read  # type: ignore[method-assign]
+            follower._inbox, follower._read = counting._inbox, real_read  # type: ignore[method-assign]
         # A write the follower has not seen yet still only lands on the revision it was based on.
         await follower.close()
         assert await other.change("k", increment) == 6
         assert await follower.change("k", increment) == 7
     finally:
         await follower.close()
+
+
+def test_a_followed_messages_revision_is_read_from_its_reply_subject() -> None:
+    """Both layouts of a JetStream reply subject give the stream sequence nats-py would."""
+    from nats.aio.msg import Msg
+
+    from infra.kv import stream_sequence
+
+    for reply in ("$JS.ACK.KV_b.c.1.42.7.1700000000000000000.0",
+                  "$JS.ACK._.acchash.KV_b.c.1.42.7.1700000000000000000.0.r1"):
+        msg = Msg(None, subject="$KV.b.k", reply=reply)  # type: ignore[arg-type]
+        assert stream_sequence(msg) == msg.metadata.sequence.stream == 42
+    with pytest.raises(Exception):
+        stream_sequence(Msg(None, subject="$KV.b.k", reply="_INBOX.x.y"))  # type: ignore[arg-type]
