@@ -37,6 +37,7 @@ from nats.js.kv import KeyValue
 
 from infra.ids import new_hex
 from infra.jetstream import RIDE_OUT_S, asset_missing, backoff, in_election, store
+from infra.nats_direct import hand_over
 from infra.nats_inbox import Inbox
 
 Step = Callable[[bytes | None], tuple[bytes | None, Any]]
@@ -118,11 +119,18 @@ class CasStore:
         stale revision and reading again (two round trips more). A shortcut only: a write is
         always conditional on its revision, whatever is remembered."""
         if self._follower is None:
-            self._follower = await self._js.subscribe(
-                self._prefix + ">", cb=self._seen, ordered_consumer=True,
-                deliver_policy=DeliverPolicy.NEW)
+            # Taken in the client's read loop (infra.nats_direct): every process sees every
+            # write to its buckets, its own included; a task hop each is not worth it.
+            follower = await self._js.subscribe(
+                self._prefix + ">", ordered_consumer=True, deliver_policy=DeliverPolicy.NEW)
+            try:
+                hand_over(follower._sub, self._seen)
+            except RuntimeError:
+                await follower.unsubscribe()
+                raise
+            self._follower = follower
 
-    async def _seen(self, msg: Msg) -> None:
+    def _seen(self, msg: Msg) -> None:
         key = msg.subject[len(self._prefix):]
         known = self._known.get(key)
         if known is None:

@@ -53,9 +53,19 @@ async def subscribe_direct(nc: NATS, subject: str, handle: Handler, *,
     """A subscription to `subject` (in `queue`'s group) whose messages `handle` takes in the
     client's read loop."""
     sub = await nc.subscribe(subject, queue=queue)
-    if not isinstance(getattr(sub, "_pending_queue", None), asyncio.Queue):
+    try:
+        hand_over(sub, handle)
+    except RuntimeError:
         await sub.unsubscribe()
+        raise
+    return sub
+
+
+def hand_over(sub: Subscription, handle: Handler) -> None:
+    """The same for a subscription made without a callback: a JetStream push subscription's
+    own (`PushSubscription._sub`), whose ordered consumer nats-py keeps checking and
+    resetting as it reads (its flow control sees nothing pending, as it should)."""
+    if not isinstance(getattr(sub, "_pending_queue", None), asyncio.Queue):
         raise RuntimeError("this nats-py's Subscription keeps no _pending_queue: "
                            "infra.nats_direct needs updating for it")
     sub._pending_queue = _HandOver(sub, handle)
-    return sub
