@@ -63,7 +63,12 @@ async def main():
         await acks.start()
     if DURABLE:
         try:
-            await js.add_stream(name="BENCH_FLOOR", subjects=["bench.floor.>"], storage="file")
+            # A subject per call, as the journal has; but the journal is drained as it is
+            # written, and nothing drains this one: bounded, or the stack's NATS would hold
+            # an index entry for every record the skeleton ever stored (tens of MB by the end
+            # of bench/pipeline.py, counted in the stack's peak memory).
+            await js.add_stream(name="BENCH_FLOOR", subjects=["bench.floor.>"], storage="file",
+                                max_msgs=20_000)
         except Exception:
             pass  # the other process made it
 

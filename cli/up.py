@@ -21,7 +21,7 @@ from infra.logs import configure_logging
 from infra.nats_auth import NatsAuth, redact_url
 from infra.embedded.child import Child
 from infra.embedded import nats_auth
-from infra.embedded.nats import EmbeddedNats, go_threads
+from infra.embedded.nats import EmbeddedNats, go_memory_limit, go_threads
 from infra.embedded.nats_cluster import NatsCluster
 from infra.embedded.ports import free_port, port_is_free
 from infra.embedded.postgres import EmbeddedError, EmbeddedPostgres
@@ -63,6 +63,7 @@ class Stack:
         self.nats: EmbeddedNats | None = None
         self.nats_nodes = nats_nodes
         self.nats_cluster: NatsCluster | None = None
+        self._go_memory: str | None = None  # the embedded NATS's GOMEMLIMIT, read at start
         self.database_url = ""
         self.nats_url = ""  # with the admin user's password where NATS is embedded
         self.nats_identities: dict[str, dict[str, str]] = {}  # child name -> its NATS user env
@@ -91,6 +92,8 @@ class Stack:
         # so that one stack of two can differ.
         threads = go_threads(self.extra_env.get("TOOLPROXY_NATS_GOMAXPROCS",
                                                 os.environ.get("TOOLPROXY_NATS_GOMAXPROCS")))
+        self._go_memory = go_memory_limit(self.extra_env.get(
+            "TOOLPROXY_NATS_GOMEMLIMIT", os.environ.get("TOOLPROXY_NATS_GOMEMLIMIT")))
 
         database_url = os.environ.get("TOOLPROXY_DATABASE_URL")
         if not database_url:
@@ -112,6 +115,7 @@ class Stack:
                 env.setdefault("TOOLPROXY_JETSTREAM_REPLICAS", str(min(3, self.nats_nodes)))
             else:
                 ns = self.nats = EmbeddedNats(self.data_dir / "nats", free_port(), gomaxprocs=threads,
+                                              gomemlimit=self._go_memory,
                                               authorization=authorization, client=admin)
                 self.children.append(ns.start(self.logs / "nats.log"))
                 await ns.wait_ready()
@@ -177,8 +181,8 @@ class Stack:
         """`--nats-nodes N`: N servers routed to each other, each with its own store, all with
         the same users."""
         cluster = self.nats_cluster = NatsCluster(self.data_dir / "nats-cluster", self.nats_nodes,
-                                                  gomaxprocs=threads, authorization=authorization,
-                                                  client=admin)
+                                                  gomaxprocs=threads, gomemlimit=self._go_memory,
+                                                  authorization=authorization, client=admin)
         self.children.extend(cluster.start(self.logs))
         await cluster.wait_ready()
         self._say(f"nats: a cluster of {self.nats_nodes} at {cluster.url} "

@@ -38,6 +38,7 @@ def test_up_serves_stops_cleanly_and_keeps_data(data_dir: Path) -> None:
         # The embedded NATS runs Go code on half the CPUs (TOOLPROXY_NATS_GOMAXPROCS unset).
         environ = Path(f"/proc/{children['nats']}/environ").read_bytes().split(b"\0")
         assert f"GOMAXPROCS={max(1, (os.cpu_count() or 2) // 2)}".encode() in environ
+        assert b"GOMEMLIMIT=128MiB" in environ
         token = cli("token", "--agent", "a1", "--team", "t1", data_dir=data_dir)
         status, body = post(f"{url}/v1/tools/invoke", {"tool": "math", "args": {"expr": "2+3*4"}}, token)
         assert status == 200 and body["output"] == {"value": 14}
@@ -111,6 +112,29 @@ def test_a_bad_nats_thread_count_fails_plainly_before_anything_starts(data_dir: 
                          env={**ENV, "TOOLPROXY_NATS_GOMAXPROCS": "many"})
     assert out.returncode == 1
     assert "TOOLPROXY_NATS_GOMAXPROCS must be a whole number" in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (data_dir / "postgres").exists()  # refused before Postgres was set up
+
+
+def test_nats_memory_limits() -> None:
+    from infra.embedded.nats import go_memory_limit
+    from infra.embedded.postgres import EmbeddedError
+
+    assert go_memory_limit(None) == go_memory_limit(" ") == "128MiB"
+    assert go_memory_limit("1GiB") == "1GiB"
+    assert go_memory_limit("134217728") == "134217728"  # bytes
+    assert go_memory_limit("0") is None  # Go's default: no limit
+    for bad in ("lots", "-1", "1.5GiB", "128MB", "0MiB", "128 MiB"):
+        with pytest.raises(EmbeddedError):
+            go_memory_limit(bad)
+
+
+def test_a_bad_nats_memory_limit_fails_plainly_before_anything_starts(data_dir: Path) -> None:
+    out = subprocess.run([*TOOLPROXY, "up", "--port", str(free_port()), "--data-dir", str(data_dir)],
+                         capture_output=True, text=True, timeout=60,
+                         env={**ENV, "TOOLPROXY_NATS_GOMEMLIMIT": "lots"})
+    assert out.returncode == 1
+    assert "TOOLPROXY_NATS_GOMEMLIMIT must be a size" in out.stderr
     assert "Traceback" not in out.stderr
     assert not (data_dir / "postgres").exists()  # refused before Postgres was set up
 

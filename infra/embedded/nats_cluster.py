@@ -28,9 +28,10 @@ class NatsNode(EmbeddedNats):
     """One server of the cluster, restartable on its ports with its store (catching up)."""
 
     def __init__(self, root: Path, index: int, port: int, route_port: int, peers: list[int],
-                 *, gomaxprocs: int | None, authorization: str = "",
-                 client: NatsAuth | None = None) -> None:
-        super().__init__(root, port, gomaxprocs=gomaxprocs, name=f"{CLUSTER_NAME}-n{index}",
+                 *, gomaxprocs: int | None, gomemlimit: str | None = None,
+                 authorization: str = "", client: NatsAuth | None = None) -> None:
+        super().__init__(root, port, gomaxprocs=gomaxprocs, gomemlimit=gomemlimit,
+                         name=f"{CLUSTER_NAME}-n{index}",
                          extra_conf=cluster_block(route_port, peers),
                          authorization=authorization, client=client)
         self.route_port = route_port
@@ -60,7 +61,8 @@ class NatsCluster:
     """`nodes` servers in `root/n<i>`; `url` lists them all (TOOLPROXY_NATS_URL)."""
 
     def __init__(self, root: Path, nodes: int = 3, *, gomaxprocs: int | None = None,
-                 authorization: str = "", client: NatsAuth | None = None) -> None:
+                 gomemlimit: str | None = None, authorization: str = "",
+                 client: NatsAuth | None = None) -> None:
         """`authorization`, `client`: every node's users block, and who wait_ready connects
         as (infra.embedded.nats_auth; none: anonymous)."""
         if nodes < 1:
@@ -69,7 +71,8 @@ class NatsCluster:
         routes = [free_port() for _ in range(nodes)]
         self.root = root.resolve()
         self.nodes = [NatsNode(self.root / f"n{i}", i, ports[i], routes[i], routes,
-                               gomaxprocs=gomaxprocs, authorization=authorization, client=client)
+                               gomaxprocs=gomaxprocs, gomemlimit=gomemlimit,
+                               authorization=authorization, client=client)
                       for i in range(nodes)]
 
     @property

@@ -96,6 +96,7 @@ class Journal:
         retry_delay_s: float = 1.0,  # before a record Postgres did not take comes back
         writer: bool = True,  # False only in benchmarks: records kept in JetStream, not drained
         replicas: int = 1,  # TOOLPROXY_JETSTREAM_REPLICAS, for the journal and its dead letters
+        writer_pool: asyncpg.Pool | None = None,  # the writer's own connection (default: `pool`)
     ) -> None:
         self._nc = nc
         self._js = nc.jetstream(timeout=publish_timeout_s)
@@ -107,7 +108,7 @@ class Journal:
         self._metrics = metrics
         self._fallback: list[dict[str, Any]] = []  # entries whose publish and direct write failed
         self.dead_letters = DeadLetters(self._js, replicas=replicas)
-        self._writer = JournalWriter(self._js, pool, metrics, ensure=self.ensure,
+        self._writer = JournalWriter(self._js, writer_pool or pool, metrics, ensure=self.ensure,
                                      retry_fallback=self.retry_fallback,
                                      fallback_size=lambda: len(self._fallback),
                                      batch_size=batch_size, linger_s=linger_s,

@@ -119,6 +119,8 @@ async def _postgres(app: web.Application, parts: Parts) -> None:
     s = app[k.SETTINGS]
     app[k.POOL] = parts.started("pool", await create_pool(
         s.require_database_url(), min_size=s.db_pool_min, max_size=s.db_pool_max))
+    app[k.JOURNAL_POOL] = parts.started("journal_pool", await create_pool(
+        s.require_database_url(), min_size=1, max_size=1))
     app[k.LISTENER] = await parts.start("listener", Listener(s.require_database_url()))
 
 
@@ -195,6 +197,7 @@ async def _catalog(app: web.Application, parts: Parts) -> None:
 
 async def _journal(app: web.Application, parts: Parts) -> None:
     journal = await parts.start("journal", Journal(app[k.NC], app[k.POOL], app[k.METRICS],
+                                                   writer_pool=app[k.JOURNAL_POOL],
                                                    replicas=app[k.SETTINGS].jetstream_replicas))
     app[k.RECONNECTS].add("journal", journal.ensure)
     app[k.JOURNAL] = journal

@@ -31,6 +31,9 @@ SETTINGS = web.AppKey("settings", Settings)
 METRICS = web.AppKey("metrics", Metrics)
 VERIFIER = web.AppKey("verifier", TokenVerifier)
 POOL = web.AppKey("pool", asyncpg.Pool)
+# The journal writer's own connection: its batch statements leave a Postgres backend tens of MB
+# larger, kept for the connection's life; on the shared pool every connection would end so.
+JOURNAL_POOL = web.AppKey("journal_pool", asyncpg.Pool)
 LISTENER = web.AppKey("listener", Listener)
 NC = web.AppKey("nats", NATS)
 INBOX = web.AppKey("inbox", Inbox)  # requests whose replies this replica awaits
