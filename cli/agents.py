@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cli.common import admin_token, call_api, data_dir_of, stack_url
+from cli.common import admin_token, call_api, data_dir_of, print_list, stack_url
 from cli.errors import CliError
 
 # An agent that takes free text: what `add` registers without --schema.
@@ -42,13 +42,9 @@ def cmd_agents(a: argparse.Namespace) -> int:
     data_dir = data_dir_of(a.data_dir)
     url, token = stack_url(a.url, data_dir), admin_token(data_dir)
     if a.action == "list":
-        params = {"team_id": a.team} if a.team else None
-        rows = asyncio.run(call_api("GET", f"{url}/v1/admin/agents", token, params=params))["agents"]
-        if not rows:
-            print("no agents registered")
-        for r in rows:
-            print(f"{r['agent_id']:<24} {r['team_id']:<20} {r['description'][:60]}")
-        return 0
+        return print_list(url, token, "/v1/admin/agents", "agents", a.team,
+                          empty="no agents registered",
+                          line=lambda r: f"{r['agent_id']:<24} {r['team_id']:<20} {r['description'][:60]}")
     if not a.id or not a.team:
         raise CliError(f"agents {a.action} needs --id and --team")
     if a.action == "add":

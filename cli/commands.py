@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cli.common import admin_token, call_api, data_dir_of, mint_token, stack_url
+from cli.common import admin_token, call_api, data_dir_of, mint_token, print_list, stack_url
 from cli.errors import CliError
 from proxy.config import Settings
 
@@ -92,14 +92,9 @@ def cmd_migrate(a: argparse.Namespace) -> int:
 def cmd_grants(a: argparse.Namespace) -> int:
     url, token = _admin_session(a)
     if a.action == "list":
-        params = {"team_id": a.team} if a.team else None
-        body = asyncio.run(call_api("GET", f"{url}/v1/admin/grants", token, params=params))
-        rows = body["grants"]
-        if not rows:
-            print("no grants")
-        for g in rows:
-            print(f"{g['team_id']:<20} {g['agent_id'] or '*':<20} {g['capability']:<40} {g['grant_id']}")
-        return 0
+        return print_list(url, token, "/v1/admin/grants", "grants", a.team, empty="no grants",
+                          line=lambda g: f"{g['team_id']:<20} {g['agent_id'] or '*':<20} "
+                                         f"{g['capability']:<40} {g['grant_id']}")
     if not a.team or not a.capability:
         raise CliError(f"grants {a.action} needs --team and --capability")
     payload = {"team_id": a.team, "agent_id": a.agent, "capability": a.capability}
@@ -182,16 +177,13 @@ def cmd_quotas(a: argparse.Namespace) -> int:
                            if q[k] is not None) or "unlimited"
         print(f"daily quota for {who}: {limits}")
         return 0
-    params = {"team_id": a.team} if a.team else None
-    rows = asyncio.run(call_api("GET", f"{url}/v1/admin/quotas", token, params=params))["quotas"]
-    if not rows:
-        print("no quotas")
-    for q in rows:
+    def line(q: dict[str, Any]) -> str:
         used, left = q["used_today"], q["remaining_today"]
         parts = [f"{k} {used[k]}/{q[k]} (left {left[k]})" for k in ("invocations", "tokens",
                  "compute_units", "cost_1t") if q[k] is not None]
-        print(f"{q['team_id']:<20} {q['agent_id'] or '*':<20} " + "; ".join(parts))
-    return 0
+        return f"{q['team_id']:<20} {q['agent_id'] or '*':<20} " + "; ".join(parts)
+
+    return print_list(url, token, "/v1/admin/quotas", "quotas", a.team, empty="no quotas", line=line)
 
 
 def cmd_usage(a: argparse.Namespace) -> int:

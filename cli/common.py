@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -94,6 +96,18 @@ def mint_token(settings: Settings, **claims: Any) -> str:
 def admin_token(data_dir: Path, role: str = "admin") -> str:
     """The dev admin credential: minted from the data dir's signing key (or TOOLPROXY_JWT_SECRET)."""
     return mint_token(settings_for(data_dir), agent_id=CLI_AGENT, team_id=CLI_TEAM, role=role, ttl_s=300)
+
+
+def print_list(url: str, token: str, path: str, key: str, team: str | None, *, empty: str,
+               line: Callable[[dict[str, Any]], str]) -> int:
+    """An admin list (GET `path`, of one team if given): a line per row, or `empty`."""
+    params = {"team_id": team} if team else None
+    rows = asyncio.run(call_api("GET", f"{url}{path}", token, params=params))[key]
+    if not rows:
+        print(empty)
+    for row in rows:
+        print(line(row))
+    return 0
 
 
 async def call_api(

@@ -7,7 +7,7 @@ import asyncio
 import sys
 from collections.abc import Callable
 
-from cli.common import admin_token, call_api, data_dir_of, stack_url
+from cli.common import admin_token, call_api, data_dir_of, print_list, stack_url
 from cli.errors import CliError
 
 Add = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
@@ -27,13 +27,8 @@ def cmd_egress(a: argparse.Namespace) -> int:
         entry = asyncio.run(call_api("POST", f"{url}/v1/admin/egress", token, json_body=body))["egress"]
         print(f"egress of team {entry['team_id']}: {', '.join(entry['hosts']) or 'nothing'}")
         return 0
-    params = {"team_id": a.team} if a.team else None
-    rows = asyncio.run(call_api("GET", f"{url}/v1/admin/egress", token, params=params))["egress"]
-    if not rows:
-        print("no egress allowlists")
-    for r in rows:
-        print(f"{r['team_id']:<20} {', '.join(r['hosts']) or '-'}")
-    return 0
+    return print_list(url, token, "/v1/admin/egress", "egress", a.team, empty="no egress allowlists",
+                      line=lambda r: f"{r['team_id']:<20} {', '.join(r['hosts']) or '-'}")
 
 
 def _secret_from_stdin() -> str:

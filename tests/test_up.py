@@ -106,12 +106,16 @@ def test_the_workers_supervisor_does_not_load_the_app() -> None:
     assert done.stdout.strip() == "[]"
 
 
-def test_a_bad_nats_thread_count_fails_plainly_before_anything_starts(data_dir: Path) -> None:
+@pytest.mark.parametrize("name, value, says", [
+    ("TOOLPROXY_NATS_GOMAXPROCS", "many", "TOOLPROXY_NATS_GOMAXPROCS must be a whole number"),
+    ("TOOLPROXY_NATS_GOMEMLIMIT", "lots", "TOOLPROXY_NATS_GOMEMLIMIT must be a size"),
+])
+def test_a_bad_nats_runtime_setting_fails_plainly_before_anything_starts(
+        data_dir: Path, name: str, value: str, says: str) -> None:
     out = subprocess.run([*TOOLPROXY, "up", "--port", str(free_port()), "--data-dir", str(data_dir)],
-                         capture_output=True, text=True, timeout=60,
-                         env={**ENV, "TOOLPROXY_NATS_GOMAXPROCS": "many"})
+                         capture_output=True, text=True, timeout=60, env={**ENV, name: value})
     assert out.returncode == 1
-    assert "TOOLPROXY_NATS_GOMAXPROCS must be a whole number" in out.stderr
+    assert says in out.stderr
     assert "Traceback" not in out.stderr
     assert not (data_dir / "postgres").exists()  # refused before Postgres was set up
 
@@ -127,16 +131,6 @@ def test_nats_memory_limits() -> None:
     for bad in ("lots", "-1", "1.5GiB", "128MB", "0MiB", "128 MiB"):
         with pytest.raises(EmbeddedError):
             go_memory_limit(bad)
-
-
-def test_a_bad_nats_memory_limit_fails_plainly_before_anything_starts(data_dir: Path) -> None:
-    out = subprocess.run([*TOOLPROXY, "up", "--port", str(free_port()), "--data-dir", str(data_dir)],
-                         capture_output=True, text=True, timeout=60,
-                         env={**ENV, "TOOLPROXY_NATS_GOMEMLIMIT": "lots"})
-    assert out.returncode == 1
-    assert "TOOLPROXY_NATS_GOMEMLIMIT must be a size" in out.stderr
-    assert "Traceback" not in out.stderr
-    assert not (data_dir / "postgres").exists()  # refused before Postgres was set up
 
 
 def test_nats_thread_counts() -> None:
