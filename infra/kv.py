@@ -45,9 +45,9 @@ Ensure = Callable[[], Awaitable[None]]
 
 _MAX_ATTEMPTS = 16
 _CACHE_MAX = 50_000
-_WRONG_LAST_SEQUENCE = (10071, 10164)
+_WRONG_LAST_SEQUENCE = (10071, 10164)  # JetStream's error codes for a refused compare-and-set
 _V1_TOKENS = 9  # a JetStream reply subject without domain and account hash
-_KV_OPERATION = "KV-Operation"  # on a delete or purge marker  # JetStream's error codes for a refused compare-and-set
+_KV_OPERATION = "KV-Operation"  # on a delete or purge marker
 
 
 class Contended(Exception):

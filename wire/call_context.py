@@ -15,9 +15,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import secrets
-from typing import Any
-
 from collections.abc import Mapping
+from typing import Any
 
 import nacl.bindings as sodium
 import orjson
