@@ -276,7 +276,7 @@ async def main(seconds: float, workers: int, rounds: int, with_mcp: bool) -> Non
         return [f(run) for run in runs]
 
     f32, f1 = "lean skeleton, c=32", "lean skeleton, c=1"
-    b32, b1 = "bare aiohttp handler, c=32", "bare aiohttp handler, c=1"
+    b32 = "bare aiohttp handler, c=32"
     print(f"\nlean skeleton ÷ bare, c=32: {spread(each(lambda r: r[f32].rps / r[b32].rps), 3)}")
     for case, goal_ratio, goal_p50 in (("realistic mix", 0.6, 0.5), ("hot case (one agent)", 0.75, 0.3)):
         p32, p1 = f"{case}, c=32", f"{case}, c=1"

@@ -210,7 +210,7 @@ async def read_ending(pool: asyncpg.Pool, call_id: str) -> tuple[int | None, dic
 
 async def read_response(pool: asyncpg.Pool, call_id: str) -> tuple[int, dict[str, Any]] | None:
     """The response a call's row keeps once it ended (its HTTP status and body), if it has one."""
-    row = await pool.fetchrow(
-        "SELECT http_status, response FROM calls WHERE call_id = $1 AND response IS NOT NULL",
-        uuid.UUID(call_id))
-    return None if row is None else (row["http_status"], row["response"])
+    ending = await read_ending(pool, call_id)
+    if ending is None or ending[1] is None:
+        return None
+    return ending[0], ending[1]  # type: ignore[return-value]  # an ended row has both

@@ -11,14 +11,8 @@ from services.netguard.urls import parse_url
 
 async def check_url(guard: Guard, url: str, allowed: list[HostPattern]) -> None:
     """Raises netguard's UrlNotAllowed unless every address of the URL's host may be used."""
-    target = parse_url(url)
-    pattern = first_match(allowed, target)
-    if pattern is not None:
-        await guard.admit(target, [pattern], internal_ok=True)
-        return
-    exact = HostPattern(host=target.host, wildcard=False, port=target.port, any_port=False,
-                        ip=target.ip)
-    await guard.admit(target, [exact], internal_ok=False)
+    patterns, internal_ok = admission(url, allowed)
+    await guard.admit(parse_url(url), patterns, internal_ok=internal_ok)
 
 
 def admission(url: str, allowed: list[HostPattern]) -> tuple[list[HostPattern], bool]:
