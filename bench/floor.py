@@ -227,14 +227,14 @@ async def main(seconds: float) -> None:
           f"  {'CPU ms/call at c=32 (the run only)':>36}")
     for name, c32, c1 in rows:
         cpu = c32.cpu_ms_per_call
-        parts = ", ".join(f"{k} {v:.2f}" for k, v in sorted(_grouped(cpu).items()))
+        parts = ", ".join(f"{k} {v:.2f}" for k, v in sorted(grouped(cpu).items()))
         print(f"{name:41} {c32.rps:>11.0f} {c32.rps / b32.rps:>7.3f} {c1.p50_ms:>11.2f} "
               f"{c1.p50_ms - b1.p50_ms:>9.2f}  {f'{sum(cpu.values()):.2f}' if cpu else '—':>6}"
               f"{f' ({parts})' if parts else ''}   non-2xx {c32.non_2xx + c1.non_2xx}")
     print("\ngoals: ratio >= 0.25, added p50 <= 1 ms")
 
 
-def _grouped(cpu: dict[str, float]) -> dict[str, float]:
+def grouped(cpu: dict[str, float]) -> dict[str, float]:
     """The two skeleton processes as one group, as the proxy's workers are."""
     out: dict[str, float] = {}
     for k, v in cpu.items():
