@@ -24,7 +24,7 @@ from infra.embedded import nats_auth
 from infra.embedded.nats import EmbeddedNats, go_memory_limit, go_threads
 from infra.embedded.nats_cluster import NatsCluster
 from infra.embedded.ports import free_port, port_is_free
-from infra.embedded.postgres import EmbeddedError, EmbeddedPostgres
+from infra.embedded.postgres import EmbeddedError, EmbeddedPostgres, shared_buffers
 from proxy.identity.tokens import ensure_dev_keys
 
 
@@ -94,10 +94,12 @@ class Stack:
                                                 os.environ.get("TOOLPROXY_NATS_GOMAXPROCS")))
         self._go_memory = go_memory_limit(self.extra_env.get(
             "TOOLPROXY_NATS_GOMEMLIMIT", os.environ.get("TOOLPROXY_NATS_GOMEMLIMIT")))
+        buffers = shared_buffers(self.extra_env.get(
+            "TOOLPROXY_PG_SHARED_BUFFERS", os.environ.get("TOOLPROXY_PG_SHARED_BUFFERS")))
 
         database_url = os.environ.get("TOOLPROXY_DATABASE_URL")
         if not database_url:
-            pg = self.pg = EmbeddedPostgres(self.data_dir / "postgres", free_port())
+            pg = self.pg = EmbeddedPostgres(self.data_dir / "postgres", free_port(), buffers=buffers)
             await asyncio.to_thread(pg.prepare)
             self.children.append(pg.start(self.logs / "postgres.log"))
             await pg.wait_ready()

@@ -39,6 +39,9 @@ def test_up_serves_stops_cleanly_and_keeps_data(data_dir: Path) -> None:
         environ = Path(f"/proc/{children['nats']}/environ").read_bytes().split(b"\0")
         assert f"GOMAXPROCS={max(1, (os.cpu_count() or 2) // 2)}".encode() in environ
         assert b"GOMEMLIMIT=128MiB" in environ
+        # ...and the embedded Postgres on its smaller shared buffers (TOOLPROXY_PG_SHARED_BUFFERS).
+        cmdline = Path(f"/proc/{children['postgres']}/cmdline").read_bytes().split(b"\0")
+        assert b"shared_buffers=64MB" in cmdline
         token = cli("token", "--agent", "a1", "--team", "t1", data_dir=data_dir)
         status, body = post(f"{url}/v1/tools/invoke", {"tool": "math", "args": {"expr": "2+3*4"}}, token)
         assert status == 200 and body["output"] == {"value": 14}
@@ -109,8 +112,9 @@ def test_the_workers_supervisor_does_not_load_the_app() -> None:
 @pytest.mark.parametrize("name, value, says", [
     ("TOOLPROXY_NATS_GOMAXPROCS", "many", "TOOLPROXY_NATS_GOMAXPROCS must be a whole number"),
     ("TOOLPROXY_NATS_GOMEMLIMIT", "lots", "TOOLPROXY_NATS_GOMEMLIMIT must be a size"),
+    ("TOOLPROXY_PG_SHARED_BUFFERS", "8192", "TOOLPROXY_PG_SHARED_BUFFERS must be a size with its unit"),
 ])
-def test_a_bad_nats_runtime_setting_fails_plainly_before_anything_starts(
+def test_a_bad_embedded_server_setting_fails_plainly_before_anything_starts(
         data_dir: Path, name: str, value: str, says: str) -> None:
     out = subprocess.run([*TOOLPROXY, "up", "--port", str(free_port()), "--data-dir", str(data_dir)],
                          capture_output=True, text=True, timeout=60, env={**ENV, name: value})
@@ -131,6 +135,17 @@ def test_nats_memory_limits() -> None:
     for bad in ("lots", "-1", "1.5GiB", "128MB", "0MiB", "128 MiB"):
         with pytest.raises(EmbeddedError):
             go_memory_limit(bad)
+
+
+def test_postgres_shared_buffers() -> None:
+    from infra.embedded.postgres import EmbeddedError, shared_buffers
+
+    assert shared_buffers(None) == shared_buffers(" ") == "64MB"
+    assert shared_buffers("512MB") == "512MB"
+    assert shared_buffers(" 1GB ") == "1GB"
+    for bad in ("lots", "8192", "0MB", "64mb", "64 MB", "1.5GB", "64MiB", "-1MB"):
+        with pytest.raises(EmbeddedError):
+            shared_buffers(bad)
 
 
 def test_nats_thread_counts() -> None:
