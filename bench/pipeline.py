@@ -306,8 +306,7 @@ async def main(seconds: float, workers: int, rounds: int, with_mcp: bool) -> Non
         # the proxy take now (the skeleton's record goes to its stream only: the pipeline's
         # Postgres writes, like `math` and NATS, are there whatever the proxy does) leaves the rest.
         cores = each(lambda r: r[p32].rps * sum(r[p32].cpu_ms_per_call.values()) / 1000)
-        allowed = each(lambda r: r[p32].rps * sum(r[p32].cpu_ms_per_call.values())
-                       / (goal_ratio * r[f32].rps))
+        allowed = [1000 * c / (goal_ratio * run[f32].rps) for c, run in zip(cores, runs)]
         others = each(lambda r: sum(v for k, v in r[p32].cpu_ms_per_call.items() if k != "proxy"))
         proxy_left = [a - o for a, o in zip(allowed, others)]
         floor_groups = {k: statistics.median(grouped(run[f32].cpu_ms_per_call).get(k, 0.0) for run in runs)

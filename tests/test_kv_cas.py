@@ -169,6 +169,7 @@ async def test_a_following_store_builds_on_anothers_write_without_failing_first(
 def test_a_followed_messages_revision_is_read_from_its_reply_subject() -> None:
     """Both layouts of a JetStream reply subject give the stream sequence nats-py would."""
     from nats.aio.msg import Msg
+    from nats.errors import NotJSMessageError
 
     from infra.kv import stream_sequence
 
@@ -176,5 +177,5 @@ def test_a_followed_messages_revision_is_read_from_its_reply_subject() -> None:
                   "$JS.ACK._.acchash.KV_b.c.1.42.7.1700000000000000000.0.r1"):
         msg = Msg(None, subject="$KV.b.k", reply=reply)  # type: ignore[arg-type]
         assert stream_sequence(msg) == msg.metadata.sequence.stream == 42
-    with pytest.raises(Exception):
+    with pytest.raises(NotJSMessageError):
         stream_sequence(Msg(None, subject="$KV.b.k", reply="_INBOX.x.y"))  # type: ignore[arg-type]
