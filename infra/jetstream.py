@@ -1,6 +1,7 @@
 """JetStream assets that can vanish under us (a restarted server loses memory-backed streams;
 a new store loses everything): how to recognize the error, ensuring them once at a time, and
-their replicas (TOOLPROXY_JETSTREAM_REPLICAS: raised at start, never lowered)."""
+their replicas (TOOLPROXY_JETSTREAM_REPLICAS: raised at start, never lowered); and where a
+delivered message sits in its stream."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
+from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from nats.js import JetStreamContext
 from nats.js.api import KeyValueConfig
@@ -156,3 +158,22 @@ class Ensure:
                 if attempt == attempts:
                     raise
                 await asyncio.sleep(0.1 * attempt)
+
+
+_V1_TOKENS = 9  # a JetStream reply subject without domain and account hash
+
+
+def stored(msg: Msg) -> tuple[int, int]:
+    """A delivered JetStream message's sequence in its stream and the time it was stored (ns
+    since the epoch), read from its reply subject alone (nats-py's `metadata` also builds a
+    datetime and two dataclasses, on every message):
+    `$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.<consumer seq>.<ns>.<pending>`, or
+    with a domain and an account hash after `ACK` (two more tokens before the same fields)."""
+    tokens = (msg.reply or "").split(".")
+    if tokens[:2] == ["$JS", "ACK"]:
+        if len(tokens) == _V1_TOKENS:
+            return int(tokens[5]), int(tokens[7])
+        if len(tokens) >= _V1_TOKENS + 2:
+            return int(tokens[7]), int(tokens[9])
+    metadata = msg.metadata  # not a JetStream reply: nats-py raises
+    return int(metadata.sequence.stream), int(metadata.timestamp.timestamp() * 1e9)

@@ -36,7 +36,7 @@ from nats.js.errors import APIError, KeyNotFoundError, KeyWrongLastSequenceError
 from nats.js.kv import KeyValue
 
 from infra.ids import new_hex
-from infra.jetstream import RIDE_OUT_S, asset_missing, backoff, in_election, store
+from infra.jetstream import RIDE_OUT_S, asset_missing, backoff, in_election, store, stored
 from infra.nats_direct import hand_over
 from infra.nats_inbox import Inbox
 
@@ -46,7 +46,6 @@ Ensure = Callable[[], Awaitable[None]]
 _MAX_ATTEMPTS = 16
 _CACHE_MAX = 50_000
 _WRONG_LAST_SEQUENCE = (10071, 10164)  # JetStream's error codes for a refused compare-and-set
-_V1_TOKENS = 9  # a JetStream reply subject without domain and account hash
 _KV_OPERATION = "KV-Operation"  # on a delete or purge marker
 
 
@@ -135,7 +134,7 @@ class CasStore:
         known = self._known.get(key)
         if known is None:
             return  # a key this process has not used: read when it is
-        revision = stream_sequence(msg)
+        revision = stored(msg)[0]
         if revision <= known[1]:
             return  # this process's own write, or older than what it knows
         deleted = msg.headers is not None and msg.headers.get(_KV_OPERATION) is not None
@@ -267,17 +266,3 @@ class CasStore:
         self._known.move_to_end(key)
         if len(self._known) > _CACHE_MAX:
             self._known.popitem(last=False)
-
-
-def stream_sequence(msg: Msg) -> int:
-    """A JetStream message's sequence in its stream, read from its reply subject alone (nats-py's
-    `metadata` also builds its timestamp and two dataclasses, on every message followed):
-    `$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>...`, or with a domain and an account
-    hash after `ACK` (two more tokens before the same fields)."""
-    tokens = (msg.reply or "").split(".")
-    if tokens[:2] == ["$JS", "ACK"]:
-        if len(tokens) == _V1_TOKENS:
-            return int(tokens[5])
-        if len(tokens) >= _V1_TOKENS + 2:
-            return int(tokens[7])
-    return int(msg.metadata.sequence.stream)  # not a JetStream reply: nats-py raises

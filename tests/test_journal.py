@@ -318,6 +318,8 @@ async def _count_the_write_lag(nats_url: str, db_pool: asyncpg.Pool, team: str) 
         await until(lambda: _sample(metrics, "toolproxy_usage_write_lag_seconds_count") >= 1)
         await asyncio.sleep(0.2)
         assert _sample(metrics, "toolproxy_usage_write_lag_seconds_count") == 1
+        # In seconds, from the time the stream stored the entry (read from its delivery).
+        assert 0 <= _sample(metrics, "toolproxy_usage_write_lag_seconds_sum") < 5
     finally:
         await journal.close()
         await nc.close()

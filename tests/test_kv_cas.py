@@ -166,16 +166,20 @@ async def test_a_following_store_builds_on_anothers_write_without_failing_first(
         await follower.close()
 
 
-def test_a_followed_messages_revision_is_read_from_its_reply_subject() -> None:
-    """Both layouts of a JetStream reply subject give the stream sequence nats-py would."""
+def test_a_delivered_messages_place_is_read_from_its_reply_subject() -> None:
+    """Both layouts of a JetStream reply subject give the stream sequence and the time stored
+    that nats-py would (the followed keys' revisions, the journal writer's lag)."""
     from nats.aio.msg import Msg
     from nats.errors import NotJSMessageError
 
-    from infra.kv import stream_sequence
+    from infra.jetstream import stored
 
-    for reply in ("$JS.ACK.KV_b.c.1.42.7.1700000000000000000.0",
-                  "$JS.ACK._.acchash.KV_b.c.1.42.7.1700000000000000000.0.r1"):
+    for reply in ("$JS.ACK.KV_b.c.1.42.7.1700000000123456789.0",
+                  "$JS.ACK._.acchash.KV_b.c.1.42.7.1700000000123456789.0.r1"):
         msg = Msg(None, subject="$KV.b.k", reply=reply)  # type: ignore[arg-type]
-        assert stream_sequence(msg) == msg.metadata.sequence.stream == 42
+        sequence, ns = stored(msg)
+        assert sequence == msg.metadata.sequence.stream == 42
+        assert ns == 1_700_000_000_123_456_789
+        assert abs(ns / 1e9 - msg.metadata.timestamp.timestamp()) < 1e-6
     with pytest.raises(NotJSMessageError):
-        stream_sequence(Msg(None, subject="$KV.b.k", reply="_INBOX.x.y"))  # type: ignore[arg-type]
+        stored(Msg(None, subject="$KV.b.k", reply="_INBOX.x.y"))  # type: ignore[arg-type]

@@ -63,6 +63,32 @@ async def test_unused_leased_tokens_go_back(buckets) -> None:
     assert got >= 29, got  # 40 - the 10 A used (one a second may have come back meanwhile)
 
 
+async def _writes(kv) -> int:
+    """Writes the bucket has taken so far (its stream's last sequence)."""
+    return (await kv.status()).stream_info.state.last_seq
+
+
+async def test_a_quiet_key_leases_one_token_and_leaves_none_to_give_back(kv_bucket) -> None:
+    """A key called less than once a lease takes one token per call: its first call's write
+    holds one token's worth of time, and calls a few leases apart cost a write each, with no
+    leftover for the sweeper to write back (two tokens a lease would leave one each time)."""
+    rate = Rate(per_minute=60, burst=10)  # one a second: a token is a second of the bucket's time
+    b = LeasedBuckets(CasStore(kv_bucket))
+    b.start()
+    try:
+        assert await _admit(b, rate)
+        held = float(await CasStore(kv_bucket).read("k") or b"0") - time.time()
+        assert 0.5 < held <= 1.0, held  # one token taken (two would put it ~2 s ahead)
+        before = await _writes(kv_bucket)
+        for _ in range(4):
+            await asyncio.sleep(LEASE_S * 2.5)  # the pattern of a quiet key: a call now and then
+            assert await _admit(b, rate)
+        await asyncio.sleep(LEASE_S * 3)  # the sweeper has had its turns
+        assert await _writes(kv_bucket) - before == 4
+    finally:
+        await b.close()
+
+
 async def _steady(b: LeasedBuckets, rate: Rate, seconds: float, per_second: float) -> tuple[int, int]:
     """Calls one after another at about `per_second`: (admitted, those that had to wait for a
     refill because this replica's lease had nothing left)."""

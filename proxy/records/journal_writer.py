@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timezone
 from typing import Any
 
 import asyncpg
@@ -20,7 +20,7 @@ from nats.js import JetStreamContext
 from pydantic import ValidationError
 
 from infra.db import note_failure, read_only, refuses_the_data, unavailable
-from infra.jetstream import Ensure, asset_missing
+from infra.jetstream import Ensure, asset_missing, stored
 from infra.lifecycle import cancel_and_wait
 from proxy.metrics import Metrics
 from proxy.records.batch_write import write_docs, write_raw
@@ -157,11 +157,11 @@ class JournalWriter:
         """For each usage record: from its arrival in the stream (its call's end, within the
         publish) to now, just after the commit. An entry holds usage when its JSON starts so:
         `usage` is Entry's first field, and `dumps` writes it first, without spaces."""
-        now = datetime.now(timezone.utc)
+        now_ns = time.time_ns()
         for m in msgs:
             if m.data.startswith(USAGE_FIRST):
                 with contextlib.suppress(Exception):  # written already: only the metric is lost
-                    self._metrics.usage_lag.observe(max(0.0, (now - m.metadata.timestamp).total_seconds()))
+                    self._metrics.usage_lag.observe(max(0.0, (now_ns - stored(m)[1]) / 1e9))
 
     async def _held_back(self, msgs: list[Any], exc: BaseException) -> None:
         """Postgres cannot write for now: the messages come back, uncounted. After a read-only

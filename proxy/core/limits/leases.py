@@ -148,9 +148,11 @@ class LeasedBuckets:
                 unused, lease.next_tokens = unused + lease.next_tokens, 0
             cap = max(1, min(MAX_LEASE, lease.rate.burst // 2))
             # Enough for one lease at the demand seen (this window's count if it is already
-            # more: a burst), with room to grow.
+            # more: a burst), with half as much again to grow, rounded to the nearest: a quiet
+            # key (a call a lease or fewer) takes one token, not two whose second would mostly
+            # run out unused and cost a write of its own to give back.
             expected = max(lease.per_second * self._lease_s, lease.demand)
-            lease.size = max(1, min(cap, math.ceil(expected * 1.5)))
+            lease.size = max(1, min(cap, math.ceil(expected * 1.5 - 0.5)))
             # A replica holds at most half the burst, its current and next batches together:
             # the rest stays in the shared bucket for the other replicas' calls.
             want = max(0, min(lease.size, cap - lease.tokens)) if ahead else lease.size
