@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import mix  # noqa: E402
 from bench.procs import Sampler  # noqa: E402
-from bench.scrape import delta, describe, snapshot  # noqa: E402
+from bench.scrape import delta, describe, per_call, snapshot, stream_sequences  # noqa: E402
 from bench.setup import TEAM, bench_stack, prepare, remove  # noqa: E402
 from infra.embedded.child import Child  # noqa: E402
 from infra.embedded.ports import free_port  # noqa: E402
@@ -118,6 +118,7 @@ class Wrk:
     drain_s: float | None = None
     cpu_ms_per_call: dict[str, float] = field(default_factory=dict)
     counts: dict[str, Counter[str]] = field(default_factory=dict)  # bench.scrape, when measured
+    stream_messages: Counter[str] = field(default_factory=Counter)  # bench.scrape, when measured
 
 
 def _ms(text: str) -> float:
@@ -168,6 +169,7 @@ async def measured(label: str, stack, sampler: Sampler, url: str, lua: str,  # t
     teams = teams or [TEAM]
     before = await recorded(stack.database_url, teams)
     counted = await snapshot(stack.url)
+    streams = await stream_sequences(stack.nats_url)
     sampler.mark()
     async with sampler.sampling():
         r = await asyncio.to_thread(wrk, label, url, lua, headers, connections, seconds)
@@ -183,6 +185,8 @@ async def measured(label: str, stack, sampler: Sampler, url: str, lua: str,  # t
     r.sustained_rps = r.requests / (r.load_s + r.drain_s)
     r.cpu_ms_per_call = {k: 1000 * v / max(1, r.requests) for k, v in sampler.since_mark().items()}
     r.counts = delta(counted, await snapshot(stack.url))
+    r.stream_messages = await stream_sequences(stack.nats_url)
+    r.stream_messages.subtract(streams)
     return r
 
 
@@ -277,6 +281,9 @@ async def main(seconds: float, workers: int, rounds: int, with_mcp: bool) -> Non
         print(line(median_run([run[label] for run in runs])))
         if runs[0][label].counts:
             print(f"    {describe(sum_counts([run[label].counts for run in runs]))}")
+            messages = sum((run[label].stream_messages for run in runs), Counter())
+            print(f"    messages per call to the stack's streams: "
+                  f"{per_call(messages, sum(run[label].requests for run in runs))}")
 
     def each(f: Callable[[dict[str, Wrk]], float]) -> list[float]:
         return [f(run) for run in runs]
@@ -320,7 +327,8 @@ async def main(seconds: float, workers: int, rounds: int, with_mcp: bool) -> Non
     print("\ntools mix (its own; no floor ratio: the skeleton runs only `math`)")
     for r in tool_runs:
         print(line(r))
-        print(f"    {describe(r.counts)}; CPU {sum(r.cpu_ms_per_call.values()):.2f} ms/call")
+        print(f"    {describe(r.counts)}; CPU {sum(r.cpu_ms_per_call.values()):.2f} ms/call; "
+              f"messages per call to the stack's streams: {per_call(r.stream_messages, r.requests)}")
     print(f"\npeak memory of the stack during the runs (PSS, sampled each second): {pss_mb:.0f} MB; "
           f"Postgres connections at the end: {pg_conns}")
     print("  of which, in the sample of the peak: " + ", ".join(

@@ -1,11 +1,13 @@
-"""What a bench run did, read from the stack's own /metrics before and after it: the share of
-each call status, and the decision and token cache hit rates."""
+"""What a bench run did, read from the stack's own /metrics before and after it (the share of
+each call status, the decision and token cache hit rates) and from its JetStream streams (the
+messages each took: the journal's records, the rate, quota and run-budget buckets' writes)."""
 
 from __future__ import annotations
 
 from collections import Counter
 
 import aiohttp
+import nats
 from prometheus_client.parser import text_string_to_metric_families
 
 # (metric family, label) -> counts by that label's value
@@ -52,3 +54,24 @@ def describe(d: dict[str, Counter[str]]) -> str:
 
 def _pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.1f} %" if whole else "—"
+
+
+# A stream's short name in the figures: the journal, and each KV bucket of the stack.
+_STREAMS = {"TOOLPROXY_JOURNAL": "journal", "KV_toolproxy_rate": "rate", "KV_toolproxy_quota": "quota",
+            "KV_toolproxy_runs": "runs"}
+
+
+async def stream_sequences(nats_url: str) -> Counter[str]:
+    """Each of the stack's streams' last sequence: the messages it has taken so far."""
+    nc = await nats.connect(nats_url)
+    try:
+        infos = await nc.jetstream().streams_info()
+    finally:
+        await nc.close()
+    return Counter({_STREAMS[i.config.name]: i.state.last_seq for i in infos
+                    if i.config.name in _STREAMS})
+
+
+def per_call(messages: Counter[str], calls: int) -> str:
+    """`journal 1.00, rate 1.37, runs 1.00`: messages each stream took per call."""
+    return ", ".join(f"{k} {v / max(1, calls):.2f}" for k, v in sorted(messages.items()) if v > 0) or "—"
