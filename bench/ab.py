@@ -13,7 +13,9 @@ this tree's code (only the proxy, services and plugin host run the other tree's)
 Printed, per connection count: each tree's added p50, throughput ÷ bare and CPU per call
 (median of the rounds, lowest–highest), and the paired difference (this tree − base: p50, rps
 ratio, and the ratio of CPU per call: every process of the stack, from the run's start until
-usage has recorded its calls — steadier than throughput on a VM whose speed drifts).
+usage has recorded its calls — steadier than throughput on a VM whose speed drifts); and each
+tree's messages per call to its streams (the journal, the rate, quota and run-budget buckets:
+counted, not timed, so a change to the round trips a call makes shows exactly).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -33,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench import mix  # noqa: E402
 from bench.pipeline import NATIVE_LUA, Wrk, bare_handler, measured, require_wrk, wrk  # noqa: E402
 from bench.procs import Sampler  # noqa: E402
+from bench.scrape import per_call  # noqa: E402
 from bench.setup import TEAM, bench_stack, prepare, remove  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -59,7 +63,9 @@ def summary(label: str, runs: list[Wrk], bares: list[Wrk]) -> str:
     return (f"  {label:<6} added p50 {statistics.median(added):.3f} ms [{min(added):.3f}–{max(added):.3f}]"
             f"   ÷ bare {statistics.median(ratio):.3f} [{min(ratio):.3f}–{max(ratio):.3f}]"
             f"   p99 {statistics.median(r.p99_ms for r in runs):.2f} ms"
-            f"   CPU {statistics.median(cpu):.2f} ms/call")
+            f"   CPU {statistics.median(cpu):.2f} ms/call"
+            f"   messages per call to its streams: "
+            f"{per_call(sum((r.stream_messages for r in runs), Counter()), sum(r.requests for r in runs))}")
 
 
 async def main(base_rev: str, rounds: int, seconds: float, conns: list[int],
