@@ -130,6 +130,11 @@ class Settings(BaseSettings):
     # Postgres is down) or "postgres" (one function call per admission, a row lock per bucket:
     # cheaper alone, but a team's hot bucket serializes under load). See bench/limits.py.
     limits_store: Literal["postgres", "nats"] = "nats"
+    # How long a replica admits from the tokens it leased from a shared rate bucket (the NATS
+    # store). Over any window W a bucket admits at most rate × (W + this) + burst, and a token a
+    # replica holds unused is out of the others' reach this long: a longer lease costs a quiet
+    # key fewer round trips and widens both by as much (docs/operators/limits-store.md).
+    limits_lease_s: float = Field(default=0.1, ge=0.01, le=1.0)
     # Team-wide ceilings per category, per minute (agent+tool rates come from the policy).
     team_rate_per_minute: dict[Literal["A", "B", "C", "D"], float] = Field(
         default_factory=lambda: {"A": 6000.0, "B": 1200.0, "C": 300.0, "D": 50.0}

@@ -89,6 +89,55 @@ async def test_a_quiet_key_leases_one_token_and_leaves_none_to_give_back(kv_buck
         await b.close()
 
 
+async def _writes_for(kv, lease_s: float, key: str) -> tuple[int, int]:
+    """Calls on one key at ~100 a second for 0.4 s, from leases of `lease_s`: (admitted, writes
+    the bucket took)."""
+    rate = Rate(per_minute=600_000, burst=10_000)
+    b = LeasedBuckets(CasStore(kv), lease_s=lease_s)
+    b.start()
+    try:
+        before = await _writes(kv)
+        admitted = 0
+        for _ in range(40):
+            admitted += b.try_local(key, rate) or (await b.take(key, rate)).allowed
+            await asyncio.sleep(0.01)
+        return admitted, await _writes(kv) - before
+    finally:
+        await b.close()
+
+
+async def test_a_longer_lease_answers_more_calls_from_what_it_holds(kv_bucket) -> None:
+    """The lease's length (TOOLPROXY_LIMITS_LEASE_S) is what a replica may admit from a batch for:
+    the same calls make fewer writes to the shared bucket from one-second leases than from the
+    default's tenth of a second (each of which ends, and is refilled, four times over)."""
+    short = await _writes_for(kv_bucket, LEASE_S, "short")
+    long = await _writes_for(kv_bucket, 1.0, "long")
+    assert short[0] == long[0] == 40
+    assert long[1] < short[1], (long, short)
+
+
+async def test_the_lease_setting_is_bounded_and_reaches_the_limiter(nats_url, monkeypatch: pytest.MonkeyPatch) -> None:
+    """0.01-1 s (a longer lease widens the bound by as much); the NATS store leases for it."""
+    from pydantic import ValidationError
+
+    from proxy.config import Settings
+    from proxy.core.limits.stores import make_limiter
+
+    assert Settings().limits_lease_s == LEASE_S
+    monkeypatch.setenv("TOOLPROXY_LIMITS_LEASE_S", "0.5")
+    assert Settings().limits_lease_s == 0.5
+    for bad in (0, 1.5, -0.1):
+        with pytest.raises(ValidationError):
+            Settings(limits_lease_s=bad)
+    nc = await nats.connect(nats_url)
+    try:
+        limiter = make_limiter("nats", nats=nc, pool=None, quota_of=lambda t, a: None,
+                               on_counted=None, team_per_minute={}, lease_s=0.5)
+        assert limiter.lease_s == 0.5  # type: ignore[attr-defined]
+    finally:
+        await nc.close()
+
+
 async def _steady(b: LeasedBuckets, rate: Rate, seconds: float, per_second: float) -> tuple[int, int]:
     """Calls one after another at about `per_second`: (admitted, those that had to wait for a
     refill because this replica's lease had nothing left)."""

@@ -221,7 +221,7 @@ async def _limits(app: web.Application, parts: Parts) -> None:
     limiter = await parts.start("limiter", make_limiter(
         s.limits_store, nats=app[k.NC], pool=app[k.POOL], quota_of=app[k.GRANTS].quota,
         on_counted=remaining, team_per_minute=dict(s.team_rate_per_minute),
-        replicas=s.jetstream_replicas))
+        replicas=s.jetstream_replicas, lease_s=s.limits_lease_s))
     app[k.RECONNECTS].add("limits", limiter.ensure)
     app[admin_keys.LIMITER] = limiter
     app[admin_keys.QUOTA_REPO] = QuotaRepository(app[k.POOL])

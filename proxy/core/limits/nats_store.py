@@ -19,7 +19,7 @@ from infra.jetstream import Ensure, ensure_bucket, ride_out
 from proxy.core.limits import keys
 from proxy.core.limits.counters import Counters
 from infra.kv import CasStore
-from proxy.core.limits.leases import Grant, LeasedBuckets
+from proxy.core.limits.leases import LEASE_S, Grant, LeasedBuckets
 from proxy.core.limits.limiter import (
     NO_RESERVATION,
     Admission,
@@ -49,9 +49,11 @@ class NatsLimiter:
         team_per_minute: dict[str, float] | None = None,
         timeout_s: float = 1.0,
         replicas: int = 1,
+        lease_s: float = LEASE_S,
     ) -> None:
         self._nc = nc
         self._replicas = replicas
+        self.lease_s = lease_s  # how long a leased token may be used (TOOLPROXY_LIMITS_LEASE_S)
         self._js = nc.jetstream(timeout=timeout_s)
         self._team_per_minute = team_per_minute or {}
         self._quota_of = quota_of
@@ -75,7 +77,7 @@ class NatsLimiter:
             ride = ride_out(self._replicas)
             self._rates = CasStore(rate_kv, on_missing=self.ensure, ride_out_s=ride)
             self._quotas = CasStore(quota_kv, on_missing=self.ensure, ride_out_s=ride)
-            self._buckets = LeasedBuckets(self._rates)
+            self._buckets = LeasedBuckets(self._rates, lease_s=self.lease_s)
             self._buckets.start()
         else:  # re-created: what was remembered and followed is gone
             self._rates.forget()
