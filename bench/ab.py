@@ -60,12 +60,13 @@ def summary(label: str, runs: list[Wrk], bares: list[Wrk]) -> str:
     added = [r.p50_ms - b.p50_ms for r, b in zip(runs, bares)]
     ratio = [r.rps / b.rps for r, b in zip(runs, bares)]
     cpu = [sum(r.cpu_ms_per_call.values()) for r in runs]
+    messages = sum((r.stream_messages for r in runs), Counter())
     return (f"  {label:<6} added p50 {statistics.median(added):.3f} ms [{min(added):.3f}–{max(added):.3f}]"
             f"   ÷ bare {statistics.median(ratio):.3f} [{min(ratio):.3f}–{max(ratio):.3f}]"
             f"   p99 {statistics.median(r.p99_ms for r in runs):.2f} ms"
             f"   CPU {statistics.median(cpu):.2f} ms/call"
             f"   messages per call to its streams: "
-            f"{per_call(sum((r.stream_messages for r in runs), Counter()), sum(r.requests for r in runs))}")
+            f"{per_call(messages, sum(r.requests for r in runs))}")
 
 
 async def main(base_rev: str, rounds: int, seconds: float, conns: list[int],

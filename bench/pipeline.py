@@ -328,7 +328,8 @@ async def main(seconds: float, workers: int, rounds: int, with_mcp: bool) -> Non
     for r in tool_runs:
         print(line(r))
         print(f"    {describe(r.counts)}; CPU {sum(r.cpu_ms_per_call.values()):.2f} ms/call; "
-              f"messages per call to the stack's streams: {per_call(r.stream_messages, r.requests)}")
+              f"messages per call to the stack's streams: "
+              f"{per_call(r.stream_messages, r.requests)}")
     print(f"\npeak memory of the stack during the runs (PSS, sampled each second): {pss_mb:.0f} MB; "
           f"Postgres connections at the end: {pg_conns}")
     print("  of which, in the sample of the peak: " + ", ".join(

@@ -57,8 +57,8 @@ def _pct(part: float, whole: float) -> str:
 
 
 # A stream's short name in the figures: the journal, and each KV bucket of the stack.
-_STREAMS = {"TOOLPROXY_JOURNAL": "journal", "KV_toolproxy_rate": "rate", "KV_toolproxy_quota": "quota",
-            "KV_toolproxy_runs": "runs"}
+_STREAMS = {"TOOLPROXY_JOURNAL": "journal", "KV_toolproxy_rate": "rate",
+            "KV_toolproxy_quota": "quota", "KV_toolproxy_runs": "runs"}
 
 
 async def stream_sequences(nats_url: str) -> Counter[str]:
@@ -74,4 +74,5 @@ async def stream_sequences(nats_url: str) -> Counter[str]:
 
 def per_call(messages: Counter[str], calls: int) -> str:
     """`journal 1.00, rate 1.37, runs 1.00`: messages each stream took per call."""
-    return ", ".join(f"{k} {v / max(1, calls):.2f}" for k, v in sorted(messages.items()) if v > 0) or "—"
+    shown = [f"{k} {v / max(1, calls):.2f}" for k, v in sorted(messages.items()) if v > 0]
+    return ", ".join(shown) or "—"

@@ -109,14 +109,15 @@ async def _writes_for(kv, lease_s: float, key: str) -> tuple[int, int]:
 async def test_a_longer_lease_answers_more_calls_from_what_it_holds(kv_bucket) -> None:
     """The lease's length (TOOLPROXY_LIMITS_LEASE_S) is what a replica may admit from a batch for:
     the same calls make fewer writes to the shared bucket from one-second leases than from the
-    default's tenth of a second (each of which ends, and is refilled, four times over)."""
+    default's tenth of a second (0.4 s of calls outlive four of those leases, none of these)."""
     short = await _writes_for(kv_bucket, LEASE_S, "short")
     long = await _writes_for(kv_bucket, 1.0, "long")
     assert short[0] == long[0] == 40
     assert long[1] < short[1], (long, short)
 
 
-async def test_the_lease_setting_is_bounded_and_reaches_the_limiter(nats_url, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_lease_setting_is_bounded_and_reaches_the_limiter(
+        nats_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """0.01-1 s (a longer lease widens the bound by as much); the NATS store leases for it."""
     from pydantic import ValidationError
 

@@ -5,11 +5,11 @@ state (one compare-and-set) and hands them out locally for a short lease (L: `LE
 TOOLPROXY_LIMITS_LEASE_S); tokens left when the lease ends are given back. Tokens are taken from
 the shared state before they are used, so every replica together never admits more than the
 bucket allows — a token is only used up to L later than the shared state says it was taken, so
-over any window W the calls admitted stay within rate × (W + L) + burst. A lease grows with the demand seen
-(the demand rate over the last lease-length window, up to half the burst), so a quiet key
-costs one round trip per call, as before, and a busy one a round trip per lease. A busy key's
-next batch is taken ahead, once half of the current one (or of its time) is gone, so its
-calls do not queue behind the refill's round trip; the two batches together stay within half
+over any window W the calls admitted stay within rate × (W + L) + burst. A lease grows with the
+demand seen (the demand rate over the last lease-length window, up to half the burst), so a
+quiet key costs one round trip per call, as before, and a busy one a round trip per lease. A
+busy key's next batch is taken ahead, once half of the current one (or of its time) is gone, so
+its calls do not queue behind the refill's round trip; the two batches together stay within half
 the burst (what the ahead batch would add beyond that, another replica's calls may need); each
 batch still lives L from its taking, so the bound holds as it is.
 """
