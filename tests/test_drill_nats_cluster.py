@@ -261,10 +261,13 @@ async def test_drill_3_a_rolling_restart_of_the_cluster(fleet: Fleet, nats_clust
     and every asset caught up on it before the next."""
     streams = [*assets.call_streams("nats"), assets.kv_stream("toolproxy_quota")]
 
+    stopped_at: list[float] = []  # when each node's stop began
+
     async def disrupt(nc):  # type: ignore[no-untyped-def]
         steps = []
         for node in nats_cluster.nodes:
             t = time.monotonic()
+            stopped_at.append(t)
             await asyncio.to_thread(node.stop)
             node.restart()
             await node.wait_ready()
@@ -284,4 +287,10 @@ async def test_drill_3_a_rolling_restart_of_the_cluster(fleet: Fleet, nats_clust
     # key's retries answer 409 in progress until its lease passes: one call), or a call caught
     # by the switch (a 1 s JetStream timeout). Counted by call, within the refusal bound.
     assert len(refused_calls) <= 3 * len(nats_cluster.nodes), figures
-    assert figures["refused_window_s"] <= REFUSAL_BOUND_S, figures
+    # Three disruptions in a row: each refused answer ends within the bound of the stop it
+    # followed (the latest before it was asked). From the first stop, the window also holds
+    # however long the nodes took to stop and start again (one took 5.3 s on a busy host).
+    after_stop = [a[0] + a[1] - max(t for t in stopped_at if t <= a[0])
+                  for c in load.calls for a in c.attempts if a[2] != 200 and a[0] >= stopped_at[0]]
+    figures["refused_after_its_stop_s"] = round(max(after_stop, default=0.0), 3)
+    assert figures["refused_after_its_stop_s"] <= REFUSAL_BOUND_S, figures
