@@ -79,6 +79,10 @@ class Stack:
         except BlockingIOError:
             raise CliError(f"another `toolproxy up` is already using {self.data_dir}") from None
 
+    def _setting(self, name: str) -> str | None:
+        """An embedded server's setting: this stack's own (extra_env) first, else the process's."""
+        return self.extra_env.get(name, os.environ.get(name))
+
     async def start(self) -> str:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock()
@@ -90,12 +94,9 @@ class Stack:
         env.setdefault("TOOLPROXY_JWT_KEYS_FILE", str(keys_file))
         # Checked before anything starts. A bench's per-stack settings (extra_env) come first,
         # so that one stack of two can differ.
-        threads = go_threads(self.extra_env.get("TOOLPROXY_NATS_GOMAXPROCS",
-                                                os.environ.get("TOOLPROXY_NATS_GOMAXPROCS")))
-        self._go_memory = go_memory_limit(self.extra_env.get(
-            "TOOLPROXY_NATS_GOMEMLIMIT", os.environ.get("TOOLPROXY_NATS_GOMEMLIMIT")))
-        buffers = shared_buffers(self.extra_env.get(
-            "TOOLPROXY_PG_SHARED_BUFFERS", os.environ.get("TOOLPROXY_PG_SHARED_BUFFERS")))
+        threads = go_threads(self._setting("TOOLPROXY_NATS_GOMAXPROCS"))
+        self._go_memory = go_memory_limit(self._setting("TOOLPROXY_NATS_GOMEMLIMIT"))
+        buffers = shared_buffers(self._setting("TOOLPROXY_PG_SHARED_BUFFERS"))
 
         database_url = os.environ.get("TOOLPROXY_DATABASE_URL")
         if not database_url:
