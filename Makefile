@@ -37,7 +37,7 @@ test: install-dev mcp-clients
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: install-dev
-	for b in pipeline floor parts stages publish journal_write service_sdk replicas visibility limits pdp lifecycle inputs hardening attack mcp_vs_native mcp_clients \
+	for b in pipeline floor parts stages publish kv_follow journal_write service_sdk replicas visibility limits pdp lifecycle inputs hardening attack mcp_vs_native mcp_clients \
 	         plugins turns critical search tools_b tools_c tools_web console identity; do $(BIN)/python bench/$$b.py || exit 1; done
 
 # The image's pinned, hashed dependencies (uv, a dev dependency of its own: `pip install uv`).
