@@ -2,14 +2,17 @@
 same `math` calls as the hot case, from 200 agents in 20 teams with their own tokens, rotated
 per request, each naming its own registered run with a budget, under the shipped per-agent
 limits) and the tools mix (mostly `math` and `text`, some `task.list` and `search.lite` with
-grants, some `data.query`, a few denied and a few rate-limited calls)."""
+grants, some `data.query`, a few denied and a few rate-limited calls); and, after a run, whether
+the agents' run budgets counted exactly the calls that reached their tool."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 
 import aiohttp
+import asyncpg
 
 from cli.up import Stack
 from proxy.config import Settings
@@ -139,3 +142,37 @@ request = function()
     {{["Content-Type"] = "application/json", ["Authorization"] = "Bearer " .. a[1]}}, body)
 end
 '''
+
+
+async def budgets_against_calls(stack: Stack, agents: list[Agent], *, wait_s: float = 10.0) -> str:
+    """After the load: what the 200 runs' budgets counted (`GET /v1/runs/{id}`, with each
+    agent's token) against the calls on record that reached their tool (a call counts against its
+    run once it is handed to its tool; one refused or cancelled before then is given back).
+    Give-backs land off the request path: asked again until the two agree or `wait_s` passes."""
+    async with aiohttp.ClientSession() as s:
+        async def counted(a: Agent) -> int:
+            async with s.get(f"{stack.url}/v1/runs/{a.run_id}",
+                             headers={"Authorization": f"Bearer {a.token}"}) as r:
+                r.raise_for_status()
+                return int((await r.json())["used"]["calls"])
+
+        conn = await asyncpg.connect(stack.database_url)
+        try:
+            deadline = time.monotonic() + wait_s
+            while True:
+                budgets = sum(await asyncio.gather(*(counted(a) for a in agents)))
+                row = await conn.fetchrow(
+                    """SELECT count(*) FILTER (WHERE started_at IS NOT NULL) AS ran,
+                              count(*) AS all_calls,
+                              count(*) FILTER (WHERE status = 'CANCELLED') AS cancelled
+                       FROM calls WHERE agent_run_id = ANY($1::text[])""",
+                    [a.run_id for a in agents])
+                if budgets == row["ran"] or time.monotonic() > deadline:
+                    break
+                await asyncio.sleep(0.2)
+        finally:
+            await conn.close()
+    verdict = "exact" if budgets == row["ran"] else f"OFF BY {budgets - row['ran']:+d}"
+    return (f"run budgets after the load: {len(agents)} runs counted {budgets:,} calls; the calls "
+            f"table holds {row['ran']:,} of theirs that reached their tool ({row['all_calls']:,} in "
+            f"all, {row['cancelled']:,} cancelled): {verdict}")

@@ -17,8 +17,9 @@ denied and rate-limited).
 Printed beside every pipeline figure: the share of each status and the decision and token cache
 hit rates (the stack's own /metrics); throughput during the run and sustained (until usage has
 recorded every call), p50/p99, CPU per call of each process until idle, the stack's peak memory
-sampled during the runs (PSS) and Postgres connections. The machine may be shared: the figures
-are medians of the rounds with the lowest and highest.
+sampled during the runs (PSS) and Postgres connections; at the end, the agents' run budgets
+against the calls on record that reached their tool. The machine may be shared: the figures are
+medians of the rounds with the lowest and highest.
 """
 
 from __future__ import annotations
@@ -266,6 +267,7 @@ async def main(seconds: float, workers: int, rounds: int, with_mcp: bool) -> Non
             wrk("warm-up", stack.url, tools, {}, 8, 2)
             tool_runs = [await measured(f"tools mix, c={c}", stack, sampler, stack.url, tools, {}, c, seconds,
                                         teams=teams) for c in (32, 1)]
+            budgets = await mix.budgets_against_calls(stack, agents)
             pss_mb = sampler.rss_mb()
             pss_groups = {k: v / (1 << 20) for k, v in sampler.peak_groups.items()}
             pg_conns = await _pg_connections(stack.database_url)
@@ -334,6 +336,7 @@ async def main(seconds: float, workers: int, rounds: int, with_mcp: bool) -> Non
           f"Postgres connections at the end: {pg_conns}")
     print("  of which, in the sample of the peak: " + ", ".join(
         f"{k} {v:.0f}" for k, v in sorted(pss_groups.items(), key=lambda kv: -kv[1])) + " MB")
+    print(f"\n{budgets}")
 
 
 def sum_counts(counts: list[dict[str, Counter[str]]]) -> dict[str, Counter[str]]:
