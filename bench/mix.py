@@ -173,6 +173,6 @@ async def budgets_against_calls(stack: Stack, agents: list[Agent], *, wait_s: fl
         finally:
             await conn.close()
     verdict = "exact" if budgets == row["ran"] else f"OFF BY {budgets - row['ran']:+d}"
-    return (f"run budgets after the load: {len(agents)} runs counted {budgets:,} calls; the calls "
-            f"table holds {row['ran']:,} of theirs that reached their tool ({row['all_calls']:,} in "
-            f"all, {row['cancelled']:,} cancelled): {verdict}")
+    return (f"run budgets after the load: {len(agents)} runs counted {budgets:,} calls; the "
+            f"calls table holds {row['ran']:,} of theirs that reached their tool "
+            f"({row['all_calls']:,} in all, {row['cancelled']:,} cancelled): {verdict}")
