@@ -139,6 +139,16 @@ async def test_the_lease_setting_is_bounded_and_reaches_the_limiter(
         await nc.close()
 
 
+async def test_the_app_leases_for_its_setting(aiohttp_client, settings) -> None:  # type: ignore[no-untyped-def]
+    """TOOLPROXY_LIMITS_LEASE_S reaches the limiter the app starts (not only one built by hand)."""
+    from proxy.web.admin import keys as admin_keys
+    from proxy.web.app import create_app
+
+    app = create_app(settings.model_copy(update={"limits_lease_s": 0.5}))
+    await aiohttp_client(app)
+    assert app[admin_keys.LIMITER].lease_s == 0.5
+
+
 async def _steady(b: LeasedBuckets, rate: Rate, seconds: float, per_second: float) -> tuple[int, int]:
     """Calls one after another at about `per_second`: (admitted, those that had to wait for a
     refill because this replica's lease had nothing left)."""
