@@ -10,6 +10,11 @@ import aiohttp
 import nats
 from prometheus_client.parser import text_string_to_metric_families
 
+from proxy.core.assets import kv_stream
+from proxy.core.limits.nats_store import QUOTA_BUCKET, RATE_BUCKET
+from proxy.core.run_budget import BUCKET as RUNS
+from proxy.records.entry import STREAM as JOURNAL
+
 # (metric family, label) -> counts by that label's value
 WATCHED = {
     "toolproxy_requests": "status",
@@ -56,9 +61,10 @@ def _pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.1f} %" if whole else "—"
 
 
-# A stream's short name in the figures: the journal, and each KV bucket of the stack.
-_STREAMS = {"TOOLPROXY_JOURNAL": "journal", "KV_toolproxy_rate": "rate",
-            "KV_toolproxy_quota": "quota", "KV_toolproxy_runs": "runs"}
+# A stream's short name in the figures: the journal, and each KV bucket of the stack (the
+# names the proxy's assets are made under, proxy.core.assets).
+_STREAMS = {JOURNAL: "journal", kv_stream(RATE_BUCKET): "rate", kv_stream(QUOTA_BUCKET): "quota",
+            kv_stream(RUNS): "runs"}
 
 
 async def stream_sequences(nats_url: str) -> Counter[str]:
